@@ -1,0 +1,11 @@
+"""The Celery app. Tasks live in each app's tasks.py; schedules in computepool/schedules.py."""
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "computepool.settings")
+
+app = Celery("computepool")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

@@ -1,0 +1,59 @@
+"""/healthz and /metrics: plain Django views, outside the API's auth and throttling."""
+
+import logging
+
+from django.conf import settings
+from django.db import connection
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.http import require_GET
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.core import CollectorRegistry
+
+from computepool.metrics import DatabaseCollector
+
+log = logging.getLogger(__name__)
+
+
+def _check_database() -> str | None:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+    except Exception as exc:  # any failure means "down"; the message says which
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _check_broker() -> str | None:
+    from computepool.celery import app
+
+    try:
+        with app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, timeout=2)
+    except Exception as exc:  # any failure means "down"
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+@require_GET
+def healthz(request: HttpRequest) -> JsonResponse:
+    checks = {"database": _check_database(), "broker": _check_broker()}
+    ok = all(v is None for v in checks.values())
+    body = {
+        "status": "ok" if ok else "unavailable",
+        "checks": {k: ("ok" if v is None else v) for k, v in checks.items()},
+        "database": connection.vendor,
+        "broker": settings.CELERY_BROKER_URL.split("://", 1)[0],
+    }
+    if not ok:
+        log.warning("health check failed: %s", body["checks"])
+    return JsonResponse(body, status=200 if ok else 503)
+
+
+_registry = CollectorRegistry()
+_registry.register(DatabaseCollector())
+
+
+@require_GET
+def metrics(request: HttpRequest) -> HttpResponse:
+    return HttpResponse(generate_latest(_registry), content_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,26 @@
+from django.contrib import admin
+from django.urls import include, path
+from django.views.generic import RedirectView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from computepool.health import healthz, metrics
+
+api_v1 = [
+    path("", include("people.urls")),
+    path("", include("nodes.urls")),
+    path("", include("jobs.urls")),
+    path("schema", SpectacularAPIView.as_view(), name="schema"),
+    path("docs", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+]
+
+urlpatterns = [
+    path("", RedirectView.as_view(url="/admin/", permanent=False)),
+    path("admin/", admin.site.urls),
+    path("api/v1/", include(api_v1)),
+    path("api-auth/", include("rest_framework.urls")),
+    path("healthz", healthz, name="healthz"),
+    path("metrics", metrics, name="metrics"),
+]
+
+admin.site.site_header = "ComputePool"
+admin.site.site_title = "ComputePool admin"

@@ -1,0 +1,13 @@
+from django.apps import AppConfig
+
+
+class LedgerConfig(AppConfig):
+    name = "ledger"
+    verbose_name = "Ledger"
+
+    def ready(self) -> None:
+        from ledger import events  # noqa: F401 - registers the ledger's event types
+        from ledger.books_projection import BooksProjection
+        from ledger.projections import register_projection
+
+        register_projection(BooksProjection())

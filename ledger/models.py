@@ -1,0 +1,191 @@
+"""The event log, its hash-chain seals, and the double-entry books.
+
+Events, seals, entries and postings are append-only: the models refuse updates and deletes, and
+on PostgreSQL triggers set ENABLE ALWAYS refuse them too (see migrations/0002). Accounts are
+projections of the postings, updated in the same transaction as the entry that moves them.
+"""
+
+from typing import Any, NoReturn
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from ledger.errors import ImmutableRecord
+
+CREDITS = "CRD"  # the platform currency; 1 credit = 100 minor units ("centicredits")
+
+
+def _refuse(what: str) -> NoReturn:
+    raise ImmutableRecord(f"{what} is append-only: record a correcting entry instead")
+
+
+class AppendOnlyQuerySet(models.QuerySet):
+    def update(self, **kwargs: Any) -> NoReturn:
+        _refuse(self.model._meta.label)
+
+    def delete(self) -> NoReturn:
+        _refuse(self.model._meta.label)
+
+    def bulk_update(self, *args: Any, **kwargs: Any) -> NoReturn:
+        _refuse(self.model._meta.label)
+
+    def update_or_create(self, *args: Any, **kwargs: Any) -> NoReturn:
+        _refuse(self.model._meta.label)
+
+
+class AppendOnlyModel(models.Model):
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            _refuse(self._meta.label)
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
+        _refuse(self._meta.label)
+
+
+class Event(AppendOnlyModel):
+    """One fact. (stream, version) is unique: two writers at one version, exactly one wins."""
+
+    id = models.BigAutoField(primary_key=True)
+    stream = models.CharField(max_length=128)
+    version = models.PositiveIntegerField()
+    type = models.CharField(max_length=64)
+    schema_version = models.PositiveSmallIntegerField(default=1)
+    payload = models.JSONField()
+    actor = models.CharField(max_length=128)
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True, unique=True)
+    # sha256 of the canonical (stream, type, payload): tells a replay from a conflicting reuse.
+    fingerprint = models.CharField(max_length=64)
+    # The writing transaction's id, set by a trigger on PostgreSQL (NULL on SQLite). The sealer
+    # reads only below the oldest open transaction, so a late commit is never skipped.
+    txid = models.BigIntegerField(null=True, blank=True)
+    recorded_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["stream", "version"], name="event_stream_version"),
+        ]
+        indexes = [
+            # The sealer's batch query: WHERE txid >= horizon AND txid < xmin.
+            models.Index(fields=["txid"], name="event_txid"),
+            models.Index(fields=["type", "id"], name="event_type_id"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.stream}@{self.version} {self.type}"
+
+
+class SealBatch(AppendOnlyModel):
+    """One sealing pass: everything below its horizon is sealed, in id order within the pass."""
+
+    id = models.BigAutoField(primary_key=True)
+    # PostgreSQL: every event whose txid < horizon_txid is sealed by this or an earlier batch.
+    horizon_txid = models.BigIntegerField(null=True, blank=True)
+    # SQLite (writers serialised, ids in commit order): every event with id <= this is sealed.
+    last_event_id = models.BigIntegerField(null=True, blank=True)
+    first_seq = models.BigIntegerField(null=True, blank=True)
+    last_seq = models.BigIntegerField(null=True, blank=True)
+    count = models.PositiveIntegerField(default=0)
+    head_hash = models.CharField(max_length=64)
+    sealed_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"seal batch {self.id} ({self.count} events, head {self.head_hash[:12]})"
+
+
+class EventSeal(AppendOnlyModel):
+    """An event's link in the hash chain: hash = sha256(previous hash || canonical event)."""
+
+    seq = models.BigIntegerField(primary_key=True)
+    event = models.OneToOneField(Event, on_delete=models.PROTECT, related_name="seal")
+    batch = models.ForeignKey(SealBatch, on_delete=models.PROTECT, related_name="seals")
+    hash = models.CharField(max_length=64)
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.hash[:12]}"
+
+
+class AccountKind(models.TextChoices):
+    AVAILABLE = "available", "submitter available"
+    HELD = "held", "submitter held"
+    EARNINGS = "earnings", "operator earnings"
+    REVENUE = "revenue", "platform revenue"
+    CASHOUT = "cashout", "cashout clearing"
+    FUNDING = "funding", "external funding"
+    PAYOUTS = "payouts", "external payouts"
+    TEST = "test", "test"
+
+
+class Account(models.Model):
+    """A balance in the books: a projection of its postings.
+
+    `projected=False` accounts (platform revenue, the external accounts) keep no balance column:
+    every settlement credits revenue, and one row updated by every settlement would serialise
+    them all. Their balance is the sum of their postings.
+    """
+
+    code = models.CharField(max_length=128, unique=True)
+    kind = models.CharField(max_length=16, choices=AccountKind.choices)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+        related_name="ledger_accounts",
+    )
+    currency = models.CharField(max_length=3, default=CREDITS)
+    balance = models.BigIntegerField(default=0)
+    allow_negative = models.BooleanField(default=False)
+    projected = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            # The last line of defence behind the guarded UPDATE in ledger.books.
+            models.CheckConstraint(
+                condition=Q(allow_negative=True) | Q(balance__gte=0),
+                name="account_balance_not_negative",
+            ),
+            models.CheckConstraint(
+                condition=Q(projected=True) | Q(balance=0), name="account_unprojected_zero",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.code
+
+
+class Entry(AppendOnlyModel):
+    """A balanced set of postings, recorded by exactly one event."""
+
+    id = models.BigAutoField(primary_key=True)
+    event = models.OneToOneField(Event, on_delete=models.PROTECT, related_name="entry")
+    kind = models.CharField(max_length=32)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name_plural = "entries"
+
+    def __str__(self) -> str:
+        return f"entry {self.id} ({self.kind})"
+
+
+class Posting(AppendOnlyModel):
+    id = models.BigAutoField(primary_key=True)
+    entry = models.ForeignKey(Entry, on_delete=models.PROTECT, related_name="postings")
+    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="postings")
+    amount = models.BigIntegerField()
+    currency = models.CharField(max_length=3, default=CREDITS)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=~Q(amount=0), name="posting_amount_nonzero"),
+        ]
+        indexes = [models.Index(fields=["account", "id"], name="posting_account_id")]
+
+    def __str__(self) -> str:
+        return f"{self.account_id} {self.amount:+d} {self.currency}"

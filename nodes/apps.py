@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class NodesConfig(AppConfig):
+    name = "nodes"
+    verbose_name = "Nodes"

@@ -1,0 +1,27 @@
+from django.contrib import admin, messages
+from django.http import HttpRequest
+
+from people.models import ApiKey
+from people.services import api_key_revoke
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    list_display = ("prefix", "name", "user", "role", "created_at", "revoked_at")
+    list_filter = ("role", "revoked_at")
+    search_fields = ("prefix", "name", "user__username")
+    readonly_fields = ("user", "role", "name", "prefix", "key_hash", "created_at", "revoked_at")
+    actions = ["revoke"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        # Keys are issued with `manage.py create_api_key` or the API, which show the secret once.
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    @admin.action(description="Revoke the selected keys")
+    def revoke(self, request: HttpRequest, queryset) -> None:  # noqa: ANN001
+        for key in queryset:
+            api_key_revoke(key=key, actor=f"user:{request.user.pk}")
+        messages.success(request, f"Revoked {queryset.count()} key(s).")
