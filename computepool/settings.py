@@ -37,6 +37,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "django_celery_beat",
+    "computepool",
     "ledger",
     "people",
     "nodes",

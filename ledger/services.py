@@ -160,12 +160,16 @@ def _move_balances(legs: Sequence[Leg]) -> None:
     deltas: dict[int, int] = defaultdict(int)
     by_id: dict[int, Account] = {}
     for leg in legs:
-        if leg.account.projected:
-            deltas[leg.account.id] += leg.amount
-            by_id[leg.account.id] = leg.account
+        deltas[leg.account.id] += leg.amount
+        by_id[leg.account.id] = leg.account
     for account_id in sorted(deltas):
         delta = deltas[account_id]
+        account = by_id[account_id]
         if delta == 0:
+            continue
+        if not account.projected:
+            if delta < 0 and not account.allow_negative:
+                _check_derived_floor(account)
             continue
         changed = Account.objects.filter(
             Q(allow_negative=True) | Q(balance__gte=-delta), id=account_id
@@ -175,6 +179,15 @@ def _move_balances(legs: Sequence[Leg]) -> None:
             raise InsufficientFunds(
                 f"account {by_id[account_id].code} cannot go below zero (needs {-delta})"
             )
+
+
+def _check_derived_floor(account: Account) -> None:
+    """A debit from an unprojected account: lock its row, then sum its postings (this entry's
+    included). Credits take no lock, so settlements never queue here; debits are rare."""
+    Account.objects.select_for_update().filter(pk=account.pk).values_list("pk").get()
+    if (Posting.objects.filter(account=account).aggregate(s=Sum("amount"))["s"] or 0) < 0:
+        transaction.set_rollback(True)
+        raise InsufficientFunds(f"account {account.code} cannot go below zero")
 
 
 def entry_post(

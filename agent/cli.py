@@ -1,0 +1,375 @@
+"""`computepool-agent register | run | doctor | status`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from agent.client import AuthError, HubClient, HubError, agent_version
+from agent.config import (
+    CONFIG_ENV_VAR,
+    SANDBOX_CHOICES,
+    AgentConfig,
+    ConfigError,
+    load_config,
+    resolve_config_path,
+    save_config,
+)
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+UNSANDBOXED_WARNING = """\
+!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!
+!! WARNING: --allow-unsandboxed is set.                                       !!
+!! If no sandbox is available, jobs from the hub will run DIRECTLY on this    !!
+!! machine, as this user, with its files and network. Use only on a machine   !!
+!! you can wipe, with jobs you trust.                                         !!
+!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"""
+
+
+def configure_logging(*, verbose: bool) -> None:
+    # Without force: a host that already set up logging (a service wrapper, pytest) keeps its own.
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)-7s %(message)s",
+        datefmt="%Y-%m-%d %H:%M:%S",
+        stream=sys.stderr,
+    )
+    # Connection-pool chatter would drown the one-line-per-event log an operator reads.
+    for noisy in ("urllib3", "docker"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _region(value: str) -> str:
+    region = value.strip().upper()
+    if not re.fullmatch(r"[A-Z]{2}", region):
+        raise argparse.ArgumentTypeError(f"expected a two-letter country code, got {value!r}")
+    return region
+
+
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
+    return number
+
+
+def _positive_float(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = 0.0
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {value!r}")
+    return number
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="computepool-agent",
+        description="Run jobs from a ComputePool hub on this machine's idle GPUs and CPUs.",
+    )
+    parser.add_argument(
+        "--config",
+        metavar="PATH",
+        help=f"configuration file (default: ${CONFIG_ENV_VAR} or the platform's config directory)",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {agent_version()}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    register = commands.add_parser("register", help="register this machine with a hub")
+    register.add_argument("--hub", required=True, metavar="URL", help="hub address")
+    register.add_argument("--token", required=True, metavar="KEY", help="your operator API key")
+    register.add_argument("--name", help="node name (default: the host name)")
+    register.add_argument("--region", type=_region, help="two-letter country code, e.g. IN")
+    register.add_argument(
+        "--force", action="store_true", help="replace an existing registration with a new node"
+    )
+
+    run = commands.add_parser("run", help="claim and run jobs until stopped")
+    run.add_argument("--slots", type=_positive_int, help="tasks run at once (default: config)")
+    run.add_argument(
+        "--sandbox", choices=SANDBOX_CHOICES, help="sandbox to use (default: config, auto)"
+    )
+    run.add_argument(
+        "--allow-unsandboxed",
+        action="store_true",
+        help="DANGEROUS: run jobs without isolation when no sandbox is available",
+    )
+    run.add_argument(
+        "--drain-grace",
+        type=_positive_float,
+        metavar="SECONDS",
+        help="on stop, how long running tasks may finish (default: config, 60)",
+    )
+
+    commands.add_parser("doctor", help="check hardware, sandboxes and the hub connection")
+    commands.add_parser("status", help="show this node's state on the hub and its local config")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    configure_logging(verbose=args.verbose)
+    path = resolve_config_path(args.config)
+    handler = {"register": _register, "run": _run, "doctor": _doctor, "status": _status}
+    try:
+        return handler[args.command](args, path)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _register(args: argparse.Namespace, path: Path) -> int:
+    if path.exists() and not args.force:
+        print(
+            f"error: this machine is already registered ({path}); pass --force to register it "
+            "again as a new node",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    from agent.detect import detect_capabilities
+
+    capabilities = detect_capabilities().to_dict()
+    name = args.name or socket.gethostname()
+    client = HubClient(args.hub, args.token)
+    try:
+        registration = client.register(name=name, region=args.region, capabilities=capabilities)
+    except AuthError as exc:
+        print(f"error: the hub rejected the operator key ({exc})", file=sys.stderr)
+        return EXIT_FAILED
+    except HubError as exc:
+        print(f"error: registration failed: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        client.close()
+    config = AgentConfig(
+        hub_url=args.hub,
+        node_id=registration.node_id,
+        agent_key=registration.agent_key,
+        hub_public_key=registration.hub_public_key,
+        name=str(registration.node.get("name") or name),
+        region=args.region,
+        heartbeat_interval_s=registration.heartbeat_interval_s,
+    )
+    save_config(config, path)
+    node = registration.node
+    print(
+        f"registered node {config.node_id} ({config.name}): state {node.get('state')}, "
+        f"tier {node.get('tier')}\nconfiguration written to {path}\n"
+        "start taking jobs with: computepool-agent run"
+    )
+    return EXIT_OK
+
+
+def _run(args: argparse.Namespace, path: Path) -> int:
+    config = load_config(path)
+    from agent.daemon import Daemon, DaemonSettings
+    from agent.detect import detect_capabilities, detect_gpu_state
+    from agent.runner import TaskRunner
+    from agent.sandbox import SandboxUnavailable, select_sandbox
+
+    log = logging.getLogger("agent")
+    if args.allow_unsandboxed:
+        print(UNSANDBOXED_WARNING, file=sys.stderr)
+    preference = args.sandbox or config.sandbox
+    try:
+        sandbox = select_sandbox(
+            preference=preference,
+            allowed_images=config.allowed_images,
+            allow_unsandboxed=args.allow_unsandboxed,
+        )
+    except SandboxUnavailable as exc:
+        print(
+            f"error: no usable sandbox ({exc}); run `computepool-agent doctor` for details",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if sandbox.name == "none":
+        log.warning("RUNNING JOBS WITHOUT A SANDBOX: they have full access to this machine")
+    log.info("sandbox: %s; allowed images: %s", sandbox.name, ", ".join(config.allowed_images))
+    work_dir = Path(config.work_dir)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    capabilities = detect_capabilities(work_dir=work_dir).to_dict()
+    client = HubClient(config.hub_url, config.agent_key)
+    settings = DaemonSettings(
+        slots=args.slots or config.slots,
+        heartbeat_interval_s=config.heartbeat_interval_s,
+        drain_grace_s=args.drain_grace or config.drain_grace_s,
+    )
+    daemon = Daemon(
+        client=client,
+        runner_factory=lambda: TaskRunner(
+            client=client, sandbox=sandbox, hub_public_key=config.hub_public_key
+        ),
+        settings=settings,
+        capabilities=capabilities,
+        gpu_state=detect_gpu_state,
+    )
+    daemon.install_signal_handlers()
+    try:
+        return daemon.run()
+    finally:
+        client.close()
+
+
+def _doctor(args: argparse.Namespace, path: Path) -> int:
+    out = sys.stdout
+    problems: list[str] = []
+    config: AgentConfig | None = None
+    _heading(out, "Configuration")
+    try:
+        config = load_config(path)
+        _row(out, "file", str(path))
+        _row(out, "hub", config.hub_url)
+        _row(out, "node", f"{config.node_id} ({config.name or 'unnamed'})")
+    except ConfigError as exc:
+        _row(out, "file", f"PROBLEM: {exc}")
+        problems.append("configuration")
+
+    from agent.detect import detect_capabilities
+
+    _heading(out, "Hardware")
+    work_dir = Path(config.work_dir) if config else None
+    capabilities = detect_capabilities(
+        work_dir=work_dir if work_dir and work_dir.exists() else None
+    ).to_dict()
+    _print_hardware(out, capabilities)
+
+    _heading(out, "Sandboxes")
+    problems += _print_sandboxes(out, config)
+
+    _heading(out, "Hub")
+    if config is None:
+        _row(out, "hub", "not checked (no configuration)")
+    else:
+        problems += _print_hub(out, config)
+
+    _heading(out, "Verdict")
+    if problems:
+        _row(out, "result", f"PROBLEMS: {', '.join(problems)}")
+        return EXIT_FAILED
+    _row(out, "result", "ok: ready to run jobs")
+    return EXIT_OK
+
+
+def _print_hardware(out: TextIO, capabilities: dict[str, Any]) -> None:
+    cpu = capabilities.get("cpu") or {}
+    flags = [flag for flag in ("avx", "avx2", "avx512") if cpu.get(flag)]
+    _row(
+        out,
+        "cpu",
+        f"{_known(cpu.get('model'))} ({_known(cpu.get('arch'))}), "
+        f"{_known(cpu.get('physical_cores'))} cores / {_known(cpu.get('logical_cores'))} "
+        f"threads{', ' + ' '.join(flags) if flags else ''}",
+    )
+    _row(out, "ram", f"{_known(capabilities.get('ram_mb'))} MB")
+    _row(out, "disk free", f"{_known(capabilities.get('disk_free_mb'))} MB")
+    gpus = capabilities.get("gpus") or []
+    if not gpus:
+        _row(out, "gpus", "none found")
+    for gpu in gpus:
+        _row(
+            out,
+            f"gpu {gpu.get('index')}",
+            f"{_known(gpu.get('name'))}, {_known(gpu.get('vram_total_mb'))} MB, "
+            f"compute {_known(gpu.get('compute_capability'))}, "
+            f"driver {_known(gpu.get('driver_version'))} (via {gpu.get('source')})",
+        )
+    detection = capabilities.get("detection") or {}
+    _row(out, "gpu source", str(detection.get("gpu_source")))
+    for note in detection.get("notes") or []:
+        _row(out, "note", str(note))
+
+
+def _print_sandboxes(out: TextIO, config: AgentConfig | None) -> list[str]:
+    from agent.sandbox import SandboxUnavailable, available_sandboxes, select_sandbox
+
+    found = available_sandboxes()
+    _row(out, "available", ", ".join(found) if found else "none")
+    preference = config.sandbox if config else "auto"
+    try:
+        chosen = select_sandbox(
+            preference=preference, allowed_images=config.allowed_images if config else None
+        )
+    except SandboxUnavailable as exc:
+        _row(out, "selected", f"PROBLEM: {exc}")
+        return ["sandbox"]
+    _row(out, "selected", f"{chosen.name} (preference: {preference})")
+    if config:
+        _row(out, "allowed images", ", ".join(config.allowed_images))
+    return []
+
+
+def _print_hub(out: TextIO, config: AgentConfig) -> list[str]:
+    client = HubClient(config.hub_url, config.agent_key)
+    started = time.monotonic()
+    try:
+        node = client.me()
+    except HubError as exc:
+        _row(out, "reachable", f"PROBLEM: {exc}")
+        return ["hub"]
+    finally:
+        client.close()
+    _row(out, "reachable", f"yes ({(time.monotonic() - started) * 1000:.0f} ms)")
+    _print_node(out, node)
+    return []
+
+
+def _print_node(out: TextIO, node: dict[str, Any]) -> None:
+    _row(out, "node", f"{node.get('id')} ({node.get('name')})")
+    _row(out, "state", str(node.get("state")))
+    _row(out, "tier", str(node.get("tier")))
+    _row(out, "reliability", str(node.get("reliability")))
+    _row(out, "region", str(node.get("region")))
+    if node.get("quarantine_reason"):
+        _row(out, "quarantined", str(node["quarantine_reason"]))
+
+
+def _status(args: argparse.Namespace, path: Path) -> int:
+    config = load_config(path)
+    out = sys.stdout
+    _heading(out, "Local")
+    _row(out, "config", str(path))
+    _row(out, "hub", config.hub_url)
+    _row(out, "node id", str(config.node_id))
+    _row(out, "slots", str(config.slots))
+    _row(out, "sandbox", config.sandbox)
+    _row(out, "allowed images", ", ".join(config.allowed_images))
+    _row(out, "work dir", config.work_dir)
+    _heading(out, "Hub")
+    client = HubClient(config.hub_url, config.agent_key)
+    try:
+        node = client.me()
+    except HubError as exc:
+        _row(out, "hub", f"unreachable or refused: {exc}")
+        return EXIT_FAILED
+    finally:
+        client.close()
+    _print_node(out, node)
+    return EXIT_OK
+
+
+def _heading(out: TextIO, title: str) -> None:
+    print(f"\n{title}", file=out)
+
+
+def _row(out: TextIO, label: str, value: str) -> None:
+    print(f"  {label + ':':<16}{value}", file=out)
+
+
+def _known(value: object) -> str:
+    return "unknown" if value is None else str(value)

@@ -1,0 +1,25 @@
+"""Every periodic task, in one place. `manage.py setup_periodic_tasks` installs them.
+
+Each task is idempotent, so a double fire (two beats by mistake, a retried message) changes
+nothing; beat on django-celery-beat's DatabaseScheduler reads these rows.
+"""
+
+from dataclasses import dataclass
+
+from django.conf import settings
+
+
+@dataclass(frozen=True)
+class Schedule:
+    name: str        # the PeriodicTask row's name; also how stale rows are recognised
+    task: str        # the Celery task name
+    every_s: int
+    description: str
+
+
+def schedules() -> list[Schedule]:
+    return [
+        Schedule("ledger: seal the event chain", "ledger.seal_chain",
+                 settings.LEDGER_SEAL_INTERVAL_S,
+                 "Seal committed events into the hash chain, below the oldest open transaction."),
+    ]

@@ -1,0 +1,307 @@
+"""`computepool-agent` commands, in process against the stub hub, and one real agent process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent.cli import build_parser, main
+from agent.config import CONFIG_ENV_VAR, AgentConfig, load_config, save_config
+from agent.sandbox import available_sandboxes
+from tests.agent.test_client import HubKeys, HubStub, claim_payload, free_port, hub
+
+__all__ = ["hub"]
+
+REPO = Path(__file__).resolve().parents[2]
+NODE = {
+    "id": 9,
+    "name": "rig-9",
+    "state": "online",
+    "tier": "rtx-4090",
+    "reliability": 0.42,
+    "region": "IN",
+    "capabilities": {},
+    "quarantine_reason": None,
+}
+needs_bwrap = pytest.mark.skipif(
+    "bwrap" not in available_sandboxes(), reason="bubblewrap is not usable here"
+)
+
+
+def write_config(path: Path, hub_url: str, **overrides: object) -> AgentConfig:
+    values: dict[str, object] = {
+        "hub_url": hub_url,
+        "node_id": 9,
+        "agent_key": "agent-key",
+        "hub_public_key": HubKeys().public_b64,
+    }
+    config = AgentConfig(**(values | overrides))  # type: ignore[arg-type]
+    save_config(config, path)
+    return config
+
+
+# -- arguments ---------------------------------------------------------------------------------
+
+
+def test_it_parses_each_command() -> None:
+    parser = build_parser()
+
+    register = parser.parse_args(
+        ["register", "--hub", "https://hub", "--token", "k", "--region", "in", "--name", "rig"]
+    )
+    run = parser.parse_args(
+        [
+            "--config",
+            "/tmp/a.json",
+            "run",
+            "--slots",
+            "2",
+            "--sandbox",
+            "bwrap",
+            "--allow-unsandboxed",
+        ]
+    )
+
+    assert (register.hub, register.token, register.region, register.name) == (
+        "https://hub",
+        "k",
+        "IN",
+        "rig",
+    )
+    assert (run.config, run.slots, run.sandbox, run.allow_unsandboxed) == (
+        "/tmp/a.json",
+        2,
+        "bwrap",
+        True,
+    )
+    assert parser.parse_args(["doctor"]).command == "doctor"
+    assert parser.parse_args(["status"]).command == "status"
+
+
+@pytest.mark.parametrize(
+    ("argv", "complaint"),
+    [
+        ([], "required"),
+        (["register", "--hub", "https://hub"], "--token"),
+        (["register", "--hub", "h", "--token", "t", "--region", "india"], "two-letter"),
+        (["run", "--slots", "0"], "positive integer"),
+        (["run", "--sandbox", "chroot"], "invalid choice"),
+        (["run", "--drain-grace", "-5"], "positive number"),
+    ],
+)
+def test_it_rejects_bad_arguments(
+    argv: list[str], complaint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+
+    assert exited.value.code == 2
+    assert complaint in capsys.readouterr().err
+
+
+def test_it_explains_a_missing_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--config", str(tmp_path / "none.json"), "status"]) == 2
+    assert "register this machine first" in capsys.readouterr().err
+
+
+def test_it_explains_a_corrupt_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "agent.json"
+    path.write_text("{not json")
+
+    assert main(["--config", str(path), "run"]) == 2
+    assert "is not valid JSON" in capsys.readouterr().err
+
+
+# -- register ----------------------------------------------------------------------------------
+
+
+def registration_route(hub: HubStub) -> None:
+    hub.routes["POST", "/api/v1/nodes/"] = (
+        201,
+        {
+            "node": NODE,
+            "agent_key": "fresh-agent-key",
+            "hub_public_key": "cHVibGljLWtleQ==",
+            "heartbeat_interval_s": 10,
+        },
+    )
+
+
+def test_it_registers_and_keeps_the_key_in_a_private_file(
+    hub: HubStub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    registration_route(hub)
+    path = tmp_path / "conf" / "agent.json"
+
+    argv = ["--config", str(path), "register", "--hub", hub.url, "--token", "operator-key"]
+
+    code = main([*argv, "--name", "rig-9", "--region", "in"])
+
+    assert code == 0
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    config = load_config(path)
+    assert (config.node_id, config.agent_key, config.region) == (9, "fresh-agent-key", "IN")
+    assert (config.hub_url, config.hub_public_key) == (hub.url, "cHVibGljLWtleQ==")
+    assert config.heartbeat_interval_s == 10
+    request = hub.received("/nodes/")[0]
+    assert request.headers["Authorization"] == "Bearer operator-key"
+    body = request.json()
+    assert (body["name"], body["region"]) == ("rig-9", "IN")
+    assert {"gpus", "cpu", "ram_mb", "sandboxes"} <= set(body["capabilities"])
+    assert "registered node 9" in capsys.readouterr().out
+
+
+def test_it_refuses_to_register_twice_without_force(
+    hub: HubStub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    registration_route(hub)
+    path = tmp_path / "agent.json"
+    write_config(path, hub.url)
+    argv = ["--config", str(path), "register", "--hub", hub.url, "--token", "k"]
+
+    assert main(argv) == 2
+    assert "--force" in capsys.readouterr().err
+    assert hub.requests == []
+    assert main([*argv, "--force"]) == 0
+    assert load_config(path).agent_key == "fresh-agent-key"
+
+
+def test_it_reports_a_rejected_operator_key(
+    hub: HubStub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hub.routes["POST", "/api/v1/nodes/"] = (401, {"error": "not_authenticated"})
+    path = tmp_path / "agent.json"
+
+    assert main(["--config", str(path), "register", "--hub", hub.url, "--token", "bad"]) == 1
+    assert "rejected the operator key" in capsys.readouterr().err
+    assert not path.exists()
+
+
+# -- status and doctor -------------------------------------------------------------------------
+
+
+def test_it_shows_the_node_on_the_hub_and_the_local_config(
+    hub: HubStub,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    hub.routes["GET", "/api/v1/agent/me"] = (200, NODE | {"state": "quarantined"})
+    path = tmp_path / "agent.json"
+    write_config(path, hub.url, slots=3)
+    monkeypatch.setenv(CONFIG_ENV_VAR, str(path))
+
+    assert main(["status"]) == 0
+
+    out = capsys.readouterr().out
+    assert "quarantined" in out
+    assert "rtx-4090" in out
+    assert "slots:          3" in out
+    assert "computepool/*" in out
+    assert "agent-key" not in out
+
+
+def test_it_says_when_the_hub_cannot_be_reached(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "agent.json"
+    write_config(path, f"http://127.0.0.1:{free_port()}")
+
+    assert main(["--config", str(path), "status"]) == 1
+    assert "cannot connect" in capsys.readouterr().out
+
+
+@needs_bwrap
+def test_doctor_reports_hardware_sandbox_hub_and_tier(
+    hub: HubStub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hub.routes["GET", "/api/v1/agent/me"] = (200, NODE)
+    path = tmp_path / "agent.json"
+    write_config(path, hub.url, sandbox="bwrap", work_dir=str(tmp_path))
+
+    code = main(["--config", str(path), "doctor"])
+
+    out = capsys.readouterr().out
+    assert code == 0, out
+    for expected in ("Hardware", "cpu:", "gpu source:", "selected:       bwrap", "reachable:"):
+        assert expected in out
+    assert "tier:           rtx-4090" in out
+    assert "ok: ready to run jobs" in out
+
+
+def test_doctor_lists_what_is_wrong(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["--config", str(tmp_path / "absent.json"), "doctor"])
+
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "register this machine first" in out
+    assert "not checked (no configuration)" in out
+    assert "PROBLEMS: configuration" in out
+
+
+def test_python_dash_m_agent_is_the_same_command() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "agent", "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+    assert done.returncode == 0
+    for command in ("register", "run", "doctor", "status"):
+        assert command in done.stdout
+
+
+# -- a real agent ------------------------------------------------------------------------------
+
+
+@needs_bwrap
+def test_a_real_agent_runs_a_task_in_bubblewrap_and_drains_on_sigterm(
+    hub: HubStub, tmp_path: Path
+) -> None:
+    keys = HubKeys()
+    hub.heartbeat_reply["poll_interval_s"] = 0.2
+    command = [
+        "sh",
+        "-c",
+        "sleep 1; echo task $CP_TASK_ID of $CP_SLICE_COUNT > /out/r.txt; echo ok",
+    ]
+    hub.claims.append(claim_payload(keys, command=command))
+    path = tmp_path / "agent.json"
+    write_config(path, hub.url, hub_public_key=keys.public_b64, sandbox="bwrap")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agent", "--config", str(path), "run", "--allow-unsandboxed"],
+        cwd=REPO,
+        env=os.environ | {"PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert hub.wait_for(lambda: bool(hub.received("/progress")), timeout=15)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=20)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(5)
+
+    assert process.returncode == 0, stderr
+    assert "WARNING: --allow-unsandboxed" in stderr
+    assert "sandbox: bwrap" in stderr
+    (upload,) = [r.form() for r in hub.received("/artifacts")]
+    assert upload["file"] == b"task 12 of 4\n"
+    complete = json.loads(hub.received("/complete")[0].body)
+    assert complete["stdout_tail"] == "ok\n"
+    final = hub.requests[-1]
+    assert final.path.endswith("/heartbeat")
+    assert final.json()["status"] == "draining"

@@ -1,0 +1,127 @@
+"""Shared fixtures: named actors, API clients, and the PostgreSQL gate.
+
+Named actors, as in every test here: alice submits jobs, bob operates nodes, carol is finance,
+dave is an admin, and mallory holds every role's opposite: she is a submitter and an operator
+who owns nothing of anyone else's.
+"""
+
+import os
+
+import pytest
+from django.db import connection
+
+REQUIRE_POSTGRES = os.environ.get("REQUIRE_POSTGRES") == "1"
+
+
+def _patch_postgres_flush() -> None:
+    """Let transactional tests empty the append-only tables between tests.
+
+    Django's flush TRUNCATEs every table, which the ledger's triggers refuse (as they should
+    in production). Only the test flush switches them off around its TRUNCATE, and back on.
+    """
+    from django.db.backends.postgresql.operations import DatabaseOperations
+
+    original = DatabaseOperations.sql_flush
+    if getattr(original, "_computepool_patched", False):
+        return
+
+    def sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):  # noqa: ANN001
+        statements = original(
+            self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade
+        )
+        guarded = [t for t in tables if t.startswith("ledger_") and t != "ledger_account"]
+        before = [f"ALTER TABLE {t} DISABLE TRIGGER {t}_no_truncate;" for t in guarded]
+        after = [f"ALTER TABLE {t} ENABLE ALWAYS TRIGGER {t}_no_truncate;" for t in guarded]
+        return before + statements + after
+
+    sql_flush._computepool_patched = True
+    DatabaseOperations.sql_flush = sql_flush
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.pluginmanager.hasplugin("django"):
+        _patch_postgres_flush()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    needs_pg = [item for item in items if item.get_closest_marker("postgres")]
+    if not needs_pg:
+        return
+    from django.conf import settings
+
+    if settings.DATABASES["default"]["ENGINE"].endswith("postgresql"):
+        return
+    if REQUIRE_POSTGRES:
+        raise pytest.UsageError(
+            f"REQUIRE_POSTGRES=1 but DATABASE_URL is not PostgreSQL: {len(needs_pg)} "
+            "PostgreSQL-only tests would be skipped"
+        )
+    skip = pytest.mark.skip(reason="needs PostgreSQL (set DATABASE_URL=postgres://…)")
+    for item in needs_pg:
+        item.add_marker(skip)
+
+
+@pytest.fixture
+def pg() -> None:
+    assert connection.vendor == "postgresql"
+
+
+def _user(username: str, roles: list[str]):  # noqa: ANN202
+    from people.services import user_create
+
+    return user_create(username=username, roles=roles, password="correct horse battery staple")
+
+
+@pytest.fixture
+def alice(db):  # noqa: ANN001, ANN201
+    return _user("alice", ["submitter"])
+
+
+@pytest.fixture
+def bob(db):  # noqa: ANN001, ANN201
+    return _user("bob", ["operator"])
+
+
+@pytest.fixture
+def carol(db):  # noqa: ANN001, ANN201
+    return _user("carol", ["finance"])
+
+
+@pytest.fixture
+def dave(db):  # noqa: ANN001, ANN201
+    from django.contrib.auth import get_user_model
+
+    user = _user("dave", ["admin"])
+    get_user_model().objects.filter(pk=user.pk).update(is_staff=True, is_superuser=True)
+    user.refresh_from_db()
+    return user
+
+
+@pytest.fixture
+def mallory(db):  # noqa: ANN001, ANN201
+    return _user("mallory", ["submitter", "operator"])
+
+
+def key_for(user, role: str) -> str:  # noqa: ANN001
+    from people.services import api_key_create
+
+    _, secret = api_key_create(user=user, role=role, name=f"{user.username}-{role}")
+    return secret
+
+
+def client_with_key(key: str):  # noqa: ANN201
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    return client
+
+
+@pytest.fixture
+def api():  # noqa: ANN201
+    """Build an API client acting as (user, role): api(alice, "submitter")."""
+
+    def make(user, role: str):  # noqa: ANN001, ANN202
+        return client_with_key(key_for(user, role))
+
+    return make

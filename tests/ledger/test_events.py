@@ -1,0 +1,79 @@
+import pytest
+from django.db import transaction
+
+from ledger.errors import IdempotencyConflict, ImmutableRecord, InvalidEvent, VersionConflict
+from ledger.models import Event
+from ledger.services import event_append
+from tests.ledger.helpers import append
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_numbers_versions_per_stream():
+    first = append("job:1")
+    second = append("job:1")
+    other = append("job:2")
+    assert (first.version, second.version, other.version) == (1, 2, 1)
+
+
+def test_it_refuses_a_stale_expected_version():
+    append("job:1")
+    append("job:1")
+    with pytest.raises(VersionConflict, match="moved past version 1"):
+        append("job:1", expected_version=1)
+    assert Event.objects.filter(stream="job:1").count() == 2
+
+
+def test_it_accepts_the_expected_version():
+    append("job:1")
+    assert append("job:1", expected_version=1).version == 2
+
+
+def test_it_returns_the_original_event_for_a_replayed_key():
+    original = append("job:1", memo="same", idempotency_key="k-1")
+    again = append("job:1", memo="same", idempotency_key="k-1")
+    assert again.pk == original.pk
+    assert again.replayed and not original.replayed
+    assert Event.objects.count() == 1
+
+
+def test_it_refuses_a_key_reused_with_another_payload():
+    append("job:1", memo="first", idempotency_key="k-1")
+    with pytest.raises(IdempotencyConflict, match="different request"):
+        append("job:1", memo="second", idempotency_key="k-1")
+    assert Event.objects.count() == 1
+
+
+def test_it_refuses_unknown_types_and_bad_payloads():
+    with transaction.atomic(), pytest.raises(InvalidEvent, match="unknown event type"):
+        event_append(stream="s", type="NoSuchThing", payload={}, actor="t")
+    with transaction.atomic(), pytest.raises(InvalidEvent, match="postings") as info:
+        event_append(stream="s", type="TransferPosted", actor="t",
+                     payload={"postings": "lots", "memo": "", "kind": "t"})
+    assert "postings" in info.value.fields
+    with transaction.atomic(), pytest.raises(InvalidEvent, match="memo"):
+        event_append(stream="s", type="TransferPosted", actor="t",
+                     payload={"postings": [["a", 1, "CRD"], ["b", -1, "CRD"]], "kind": "t"})
+    assert Event.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_must_be_called_inside_a_transaction():
+    with pytest.raises(RuntimeError, match=r"transaction\.atomic"):
+        event_append(stream="s", type="TransferPosted", actor="t",
+                     payload={"postings": [["a", 1, "CRD"], ["b", -1, "CRD"]], "memo": "",
+                              "kind": "t"})
+
+
+def test_the_model_refuses_updates_and_deletes():
+    event = append("job:1")
+    event.actor = "someone else"
+    with pytest.raises(ImmutableRecord):
+        event.save()
+    with pytest.raises(ImmutableRecord):
+        event.delete()
+    with pytest.raises(ImmutableRecord):
+        Event.objects.filter(pk=event.pk).update(actor="x")
+    with pytest.raises(ImmutableRecord):
+        Event.objects.all().delete()
+    assert Event.objects.get(pk=event.pk).actor == "test"
