@@ -25,10 +25,13 @@ def _check_database() -> str | None:
 
 
 def _check_broker() -> str | None:
-    from computepool.celery import app
+    from kombu import Connection
 
+    options = getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {})
     try:
-        with app.connection_for_write() as conn:
+        with Connection(
+            settings.CELERY_BROKER_URL, transport_options=options, connect_timeout=2
+        ) as conn:
             conn.ensure_connection(max_retries=1, timeout=2)
     except Exception as exc:  # any failure means "down"
         return f"{type(exc).__name__}: {exc}"

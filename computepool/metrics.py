@@ -28,3 +28,14 @@ class DatabaseCollector(Collector):
             for sample_labels, value in samples:
                 family.add_metric([sample_labels.get(k, "") for k in labels], value)
             yield family
+
+
+def _ledger_samples() -> Iterable[tuple[dict[str, str], float]]:
+    from ledger.models import Event, EventSeal
+
+    total = Event.objects.count()
+    sealed = EventSeal.objects.count()
+    return [({"kind": "all"}, total), ({"kind": "unsealed"}, total - sealed)]
+
+
+register_gauge("computepool_events_total", "Events in the ledger's log.", _ledger_samples)

@@ -11,15 +11,18 @@ from django.conf import settings
 
 @dataclass(frozen=True)
 class Schedule:
-    name: str        # the PeriodicTask row's name; also how stale rows are recognised
-    task: str        # the Celery task name
+    name: str  # the PeriodicTask row's name; also how stale rows are recognised
+    task: str  # the Celery task name
     every_s: int
     description: str
 
 
 def schedules() -> list[Schedule]:
     return [
-        Schedule("ledger: seal the event chain", "ledger.seal_chain",
-                 settings.LEDGER_SEAL_INTERVAL_S,
-                 "Seal committed events into the hash chain, below the oldest open transaction."),
+        Schedule(
+            "ledger: seal the event chain",
+            "ledger.seal_chain",
+            settings.LEDGER_SEAL_INTERVAL_S,
+            "Seal committed events into the hash chain, below the oldest open transaction.",
+        ),
     ]

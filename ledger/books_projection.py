@@ -5,7 +5,7 @@ from collections import defaultdict
 from django.db import connection
 from django.db.models import Count, Sum
 
-from ledger.models import Account, Entry, Event, Posting  # noqa: F401 - Event for typing
+from ledger.models import Account, Entry, Event, Posting
 
 
 class BooksProjection:
@@ -34,7 +34,8 @@ class BooksProjection:
         problems: list[str] = []
         accounts = {a.code: a for a in Account.objects.all()}
         posted = dict(
-            Posting.objects.values_list("account__code").annotate(total=Sum("amount"))
+            Posting.objects.values_list("account__code")
+            .annotate(total=Sum("amount"))
             .values_list("account__code", "total")
         )
         for code in sorted(set(accounts) | set(self.opened)):
@@ -47,20 +48,24 @@ class BooksProjection:
             from_postings = posted.get(code, 0) or 0
             if replayed != from_postings:
                 problems.append(
-                    f"books: account {code}: the log says {replayed}, postings sum to {from_postings}"
+                    f"books: account {code}: the log says {replayed}, "
+                    f"postings sum to {from_postings}"
                 )
             account = accounts.get(code)
             if account is None:
                 continue
             if account.projected and account.balance != replayed:
                 problems.append(
-                    f"books: account {code}: balance column {account.balance}, the log says {replayed}"
+                    f"books: account {code}: balance column {account.balance}, "
+                    f"the log says {replayed}"
                 )
             if not account.allow_negative and replayed < 0:
                 problems.append(f"books: account {code} is negative ({replayed}) but may not be")
         entries = Entry.objects.count()
         if entries != self.entry_events:
-            problems.append(f"books: {entries} entries, but {self.entry_events} events carry postings")
+            problems.append(
+                f"books: {entries} entries, but {self.entry_events} events carry postings"
+            )
         postings = Posting.objects.count()
         if postings != self.posting_count:
             problems.append(f"books: {postings} postings, but the log records {self.posting_count}")
@@ -82,4 +87,3 @@ def _unbalanced_entries() -> list[str]:
 def _entries_without_postings() -> list[str]:
     empty = Entry.objects.annotate(n=Count("postings")).filter(n__lt=2).values_list("id", flat=True)
     return [f"books: entry {e} has fewer than two postings" for e in empty[:20]]
-

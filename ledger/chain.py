@@ -26,10 +26,19 @@ _SEAL_LOCK_KEY = 0x5EA1
 
 def event_digest(event: Event) -> bytes:
     """Every column that carries meaning, in a fixed form."""
-    return canonical_json([
-        event.id, event.stream, event.version, event.type, event.schema_version, event.payload,
-        event.actor, event.idempotency_key, event.recorded_at.isoformat(),
-    ])
+    return canonical_json(
+        [
+            event.id,
+            event.stream,
+            event.version,
+            event.type,
+            event.schema_version,
+            event.payload,
+            event.actor,
+            event.idempotency_key,
+            event.recorded_at.isoformat(),
+        ]
+    )
 
 
 def link_hash(previous: str, event: Event) -> str:
@@ -41,7 +50,7 @@ def _is_postgres() -> bool:
 
 
 def _pg_horizon(previous: int, limit: int) -> int:
-    """The exclusive txid bound for this pass: below every open transaction, about `limit` events."""
+    """The exclusive txid bound of this pass: below every open transaction, ~`limit` events."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
         xmin = cursor.fetchone()[0]
@@ -76,9 +85,7 @@ def chain_seal(*, limit: int = 5000) -> SealResult:
         if _is_postgres():
             previous = (last.horizon_txid or 0) if last else 0
             horizon = _pg_horizon(previous, limit)
-            events = list(
-                Event.objects.filter(txid__gte=previous, txid__lt=horizon).order_by("id")
-            )
+            events = list(Event.objects.filter(txid__gte=previous, txid__lt=horizon).order_by("id"))
             batch_fields = {"horizon_txid": horizon}
         else:
             after = (last.last_event_id or 0) if last else 0
@@ -92,8 +99,12 @@ def chain_seal(*, limit: int = 5000) -> SealResult:
             head = link_hash(head, event)
             seals.append((seq, event, head))
         batch = SealBatch.objects.create(
-            first_seq=seals[0][0], last_seq=seq, count=len(seals), head_hash=head,
-            sealed_at=timezone.now(), **batch_fields,
+            first_seq=seals[0][0],
+            last_seq=seq,
+            count=len(seals),
+            head_hash=head,
+            sealed_at=timezone.now(),
+            **batch_fields,
         )
         EventSeal.objects.bulk_create(
             EventSeal(seq=s, event=e, batch=batch, hash=h) for s, e, h in seals
@@ -133,8 +144,10 @@ def chain_verify() -> list[str]:
     if last is None:
         return problems
     if last.head_hash != previous:
-        problems.append(f"chain: head {last.head_hash[:16]} of batch {last.id} is not the last "
-                        f"seal's hash {previous[:16]}")
+        problems.append(
+            f"chain: head {last.head_hash[:16]} of batch {last.id} is not the last "
+            f"seal's hash {previous[:16]}"
+        )
     if _is_postgres():
         skipped = Event.objects.filter(seal__isnull=True, txid__lt=last.horizon_txid)
     else:

@@ -10,8 +10,11 @@ TRANSFER_POSTED = register(
 ACCOUNT_OPENED = register(
     "AccountOpened",
     properties={
-        "code": STR, "kind": STR, "currency": STR,
-        "allow_negative": {"type": "boolean"}, "projected": {"type": "boolean"},
+        "code": STR,
+        "kind": STR,
+        "currency": STR,
+        "allow_negative": {"type": "boolean"},
+        "projected": {"type": "boolean"},
         "owner_id": {"type": ["integer", "null"]},
     },
     description="An account was opened in the books.",

@@ -134,7 +134,10 @@ class Account(models.Model):
     code = models.CharField(max_length=128, unique=True)
     kind = models.CharField(max_length=16, choices=AccountKind.choices)
     owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
         related_name="ledger_accounts",
     )
     currency = models.CharField(max_length=3, default=CREDITS)
@@ -151,7 +154,8 @@ class Account(models.Model):
                 name="account_balance_not_negative",
             ),
             models.CheckConstraint(
-                condition=Q(projected=True) | Q(balance=0), name="account_unprojected_zero",
+                condition=Q(projected=True) | Q(balance=0),
+                name="account_unprojected_zero",
             ),
         ]
 

@@ -25,7 +25,11 @@ POSTINGS = {
     "minItems": 2,
     "items": {
         "type": "array",
-        "prefixItems": [STR, {"type": "integer"}, {"type": "string", "minLength": 3, "maxLength": 3}],
+        "prefixItems": [
+            STR,
+            {"type": "integer"},
+            {"type": "string", "minLength": 3, "maxLength": 3},
+        ],
         "minItems": 3,
         "maxItems": 3,
     },

@@ -21,7 +21,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
         return False
 
     @admin.action(description="Revoke the selected keys")
-    def revoke(self, request: HttpRequest, queryset) -> None:  # noqa: ANN001
+    def revoke(self, request: HttpRequest, queryset) -> None:
         for key in queryset:
             api_key_revoke(key=key, actor=f"user:{request.user.pk}")
         messages.success(request, f"Revoked {queryset.count()} key(s).")

@@ -17,10 +17,16 @@ class MeApi(APIView):
     @extend_schema(responses=MeOut, summary="Who am I, and which roles this credential acts as")
     def get(self, request: Request) -> Response:
         user = request.user
-        return Response(MeOut({
-            "id": user.pk, "username": user.get_username(),
-            "roles": sorted(user_roles(user)), "acting_as": sorted(acting_roles(request)),
-        }).data)
+        return Response(
+            MeOut(
+                {
+                    "id": user.pk,
+                    "username": user.get_username(),
+                    "roles": sorted(user_roles(user)),
+                    "acting_as": sorted(acting_roles(request)),
+                }
+            ).data
+        )
 
 
 class ApiKeyListCreateApi(generics.ListAPIView):
@@ -29,7 +35,7 @@ class ApiKeyListCreateApi(generics.ListAPIView):
     permission_classes = [IsPerson]
     serializer_class = ApiKeyOut
 
-    def get_queryset(self):  # noqa: ANN201
+    def get_queryset(self):
         return ApiKey.objects.filter(user=self.request.user)
 
     @extend_schema(request=ApiKeyIn, responses={201: ApiKeyCreated}, summary="Issue an API key")
@@ -37,11 +43,14 @@ class ApiKeyListCreateApi(generics.ListAPIView):
         data = ApiKeyIn(data=request.data)
         data.is_valid(raise_exception=True)
         key, secret = api_key_create(
-            user=request.user, role=data.validated_data["role"], name=data.validated_data["name"],
+            user=request.user,
+            role=data.validated_data["role"],
+            name=data.validated_data["name"],
             actor=f"user:{request.user.pk}",
         )
-        return Response(ApiKeyCreated({"key": key, "secret": secret}).data,
-                        status=status.HTTP_201_CREATED)
+        return Response(
+            ApiKeyCreated({"key": key, "secret": secret}).data, status=status.HTTP_201_CREATED
+        )
 
 
 class ApiKeyRevokeApi(APIView):

@@ -35,7 +35,7 @@ register_key_resolver(PERSON_PREFIX, _resolve_person_key)
 class ApiKeyAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
 
-    def authenticate(self, request) -> tuple[Any, Any] | None:  # noqa: ANN001
+    def authenticate(self, request) -> tuple[Any, Any] | None:
         header = authentication.get_authorization_header(request).split()
         if not header or header[0].lower() != self.keyword.lower().encode():
             return None
@@ -53,5 +53,5 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
                 return resolved
         raise exceptions.AuthenticationFailed("Invalid or revoked API key.")
 
-    def authenticate_header(self, request) -> str:  # noqa: ANN001
+    def authenticate_header(self, request) -> str:
         return self.keyword

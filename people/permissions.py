@@ -6,7 +6,7 @@ from people.models import ApiKey, Role
 from people.roles import user_roles
 
 
-def acting_roles(request) -> set[str]:  # noqa: ANN001
+def acting_roles(request) -> set[str]:
     auth = request.auth
     if isinstance(auth, ApiKey):
         return {auth.role}
@@ -19,7 +19,7 @@ def has_role(*roles: str) -> type[BasePermission]:
     class HasRole(BasePermission):
         message = f"This needs the {' or '.join(roles)} role."
 
-        def has_permission(self, request, view) -> bool:  # noqa: ANN001
+        def has_permission(self, request, view) -> bool:
             return bool(acting_roles(request) & set(roles))
 
     HasRole.__name__ = f"HasRole_{'_'.join(roles)}"

@@ -3,7 +3,7 @@ from django.contrib.auth.models import Group
 from people.models import Role
 
 
-def user_roles(user) -> set[str]:  # noqa: ANN001 - any auth user
+def user_roles(user) -> set[str]:
     if not user or not user.is_authenticated:
         return set()
     cached = getattr(user, "_computepool_roles", None)

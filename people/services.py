@@ -19,7 +19,7 @@ class RoleRequired(DomainError):
     http_status = 403
 
 
-def role_grant(*, user, role: str, actor: str = "system") -> None:  # noqa: ANN001
+def role_grant(*, user, role: str, actor: str = "system") -> None:
     if role not in Role.values:
         raise DomainError(f"unknown role {role!r}", fields={"role": [f"one of {Role.values}"]})
     with transaction.atomic():
@@ -27,13 +27,20 @@ def role_grant(*, user, role: str, actor: str = "system") -> None:  # noqa: ANN0
         if user.groups.filter(pk=group.pk).exists():
             return
         user.groups.add(group)
-        event_append(stream=f"user:{user.pk}", type="RoleGranted", actor=actor,
-                     payload={"role": role})
+        event_append(
+            stream=f"user:{user.pk}", type="RoleGranted", actor=actor, payload={"role": role}
+        )
     user.__dict__.pop("_computepool_roles", None)
 
 
-def user_create(*, username: str, roles: list[str], email: str = "", password: str | None = None,
-                actor: str = "system"):  # noqa: ANN201
+def user_create(
+    *,
+    username: str,
+    roles: list[str],
+    email: str = "",
+    password: str | None = None,
+    actor: str = "system",
+):
     with transaction.atomic():
         user = User.objects.create_user(username=username, email=email, password=password)
         for role in roles:
@@ -41,18 +48,23 @@ def user_create(*, username: str, roles: list[str], email: str = "", password: s
     return user
 
 
-def api_key_create(*, user, role: str, name: str, actor: str | None = None) -> tuple[ApiKey, str]:  # noqa: ANN001
+def api_key_create(*, user, role: str, name: str, actor: str | None = None) -> tuple[ApiKey, str]:
     """Issue a key acting as `role`. The plaintext is returned once and never stored."""
     if role not in user_roles(user):
         raise RoleRequired(f"{user} does not hold the role {role!r}", fields={"role": ["not held"]})
     plaintext = generate_key(PERSON_PREFIX)
     with transaction.atomic():
         key = ApiKey.objects.create(
-            user=user, role=role, name=name[:100] or role,
-            prefix=display_prefix(plaintext), key_hash=hash_key(plaintext),
+            user=user,
+            role=role,
+            name=name[:100] or role,
+            prefix=display_prefix(plaintext),
+            key_hash=hash_key(plaintext),
         )
         event_append(
-            stream=f"user:{user.pk}", type="ApiKeyIssued", actor=actor or f"user:{user.pk}",
+            stream=f"user:{user.pk}",
+            type="ApiKeyIssued",
+            actor=actor or f"user:{user.pk}",
             payload={"key_id": key.pk, "role": role, "name": key.name, "prefix": key.prefix},
         )
     return key, plaintext
@@ -65,7 +77,11 @@ def api_key_revoke(*, key: ApiKey, actor: str) -> ApiKey:
             revoked_at=timezone.now()
         )
         if changed:
-            event_append(stream=f"user:{key.user_id}", type="ApiKeyRevoked", actor=actor,
-                         payload={"key_id": key.pk, "prefix": key.prefix})
+            event_append(
+                stream=f"user:{key.user_id}",
+                type="ApiKeyRevoked",
+                actor=actor,
+                payload={"key_id": key.pk, "prefix": key.prefix},
+            )
     key.refresh_from_db()
     return key

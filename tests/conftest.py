@@ -25,7 +25,7 @@ def _patch_postgres_flush() -> None:
     if getattr(original, "_computepool_patched", False):
         return
 
-    def sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):  # noqa: ANN001
+    def sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
         statements = original(
             self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade
         )
@@ -66,29 +66,29 @@ def pg() -> None:
     assert connection.vendor == "postgresql"
 
 
-def _user(username: str, roles: list[str]):  # noqa: ANN202
+def _user(username: str, roles: list[str]):
     from people.services import user_create
 
     return user_create(username=username, roles=roles, password="correct horse battery staple")
 
 
 @pytest.fixture
-def alice(db):  # noqa: ANN001, ANN201
+def alice(db):
     return _user("alice", ["submitter"])
 
 
 @pytest.fixture
-def bob(db):  # noqa: ANN001, ANN201
+def bob(db):
     return _user("bob", ["operator"])
 
 
 @pytest.fixture
-def carol(db):  # noqa: ANN001, ANN201
+def carol(db):
     return _user("carol", ["finance"])
 
 
 @pytest.fixture
-def dave(db):  # noqa: ANN001, ANN201
+def dave(db):
     from django.contrib.auth import get_user_model
 
     user = _user("dave", ["admin"])
@@ -98,18 +98,18 @@ def dave(db):  # noqa: ANN001, ANN201
 
 
 @pytest.fixture
-def mallory(db):  # noqa: ANN001, ANN201
+def mallory(db):
     return _user("mallory", ["submitter", "operator"])
 
 
-def key_for(user, role: str) -> str:  # noqa: ANN001
+def key_for(user, role: str) -> str:
     from people.services import api_key_create
 
     _, secret = api_key_create(user=user, role=role, name=f"{user.username}-{role}")
     return secret
 
 
-def client_with_key(key: str):  # noqa: ANN201
+def client_with_key(key: str):
     from rest_framework.test import APIClient
 
     client = APIClient()
@@ -118,10 +118,10 @@ def client_with_key(key: str):  # noqa: ANN201
 
 
 @pytest.fixture
-def api():  # noqa: ANN201
+def api():
     """Build an API client acting as (user, role): api(alice, "submitter")."""
 
-    def make(user, role: str):  # noqa: ANN001, ANN202
+    def make(user, role: str):
         return client_with_key(key_for(user, role))
 
     return make

@@ -6,7 +6,7 @@ subclasses from services and mapped here, so views stay thin.
 
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -43,6 +43,15 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
         return Response(
             {"error": exc.code, "detail": str(exc), "fields": getattr(exc, "fields", {})},
             status=exc.http_status,
+        )
+    if isinstance(exc, RequestDataTooBig):
+        return Response(
+            {
+                "error": "request_too_large",
+                "detail": "The request body is too large.",
+                "fields": {},
+            },
+            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
         )
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()

@@ -6,7 +6,7 @@ class PerKeyThrottle(SimpleRateThrottle):
 
     scope = "per_key"
 
-    def get_cache_key(self, request, view):  # noqa: ANN001 - DRF's signature
+    def get_cache_key(self, request, view):
         auth = request.auth
         key_id = getattr(auth, "throttle_id", None)
         if key_id is not None:

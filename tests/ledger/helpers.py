@@ -10,7 +10,7 @@ from ledger.services import account_open, event_append
 register("TestNoted", properties={"memo": STR})
 
 
-def open_account(code: str, kind: str = "test", **kwargs) -> Account:  # noqa: ANN003
+def open_account(code: str, kind: str = "test", **kwargs) -> Account:
     with transaction.atomic():
         return account_open(code=code, kind=kind, **kwargs)
 
@@ -26,7 +26,7 @@ def funded(code: str, amount: int) -> Account:
     return account
 
 
-def append(stream: str, memo: str = "x", **kwargs):  # noqa: ANN003, ANN201
+def append(stream: str, memo: str = "x", **kwargs):
     """Append a TestNoted event with a chosen memo in its own transaction."""
     with transaction.atomic():
         return event_append(

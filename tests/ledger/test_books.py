@@ -10,10 +10,17 @@ from tests.ledger.helpers import funded, open_account
 pytestmark = pytest.mark.django_db
 
 
-def post(legs, **kwargs):  # noqa: ANN001, ANN003, ANN201
+def post(legs, **kwargs):
     with transaction.atomic():
-        return entry_post(kind="test", legs=legs, stream="test:1", event_type="TransferPosted",
-                          payload={"memo": "", "kind": "test"}, actor="test", **kwargs)
+        return entry_post(
+            kind="test",
+            legs=legs,
+            stream="test:1",
+            event_type="TransferPosted",
+            payload={"memo": "", "kind": "test"},
+            actor="test",
+            **kwargs,
+        )
 
 
 def test_a_transfer_moves_money_and_records_it_once():
@@ -24,8 +31,10 @@ def test_a_transfer_moves_money_and_records_it_once():
     bob.refresh_from_db()
     assert (alice.balance, bob.balance) == (700, 300)
     event = Event.objects.get(entry__postings__account=bob)
-    assert event.payload["postings"] == [["alice:available", -300, "CRD"],
-                                         ["bob:earnings", 300, "CRD"]]
+    assert event.payload["postings"] == [
+        ["alice:available", -300, "CRD"],
+        ["bob:earnings", 300, "CRD"],
+    ]
     assert verify_ledger().ok
 
 

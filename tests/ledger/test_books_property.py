@@ -1,6 +1,5 @@
-"""Random transfer sequences: the books stay balanced, floors hold, a replay equals the live state."""
+"""Random transfer sequences: the books balance, floors hold, a replay equals the live state."""
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.django import TestCase
@@ -23,7 +22,8 @@ class TestRandomTransfers(TestCase):
     def test_invariants_hold_after_every_step(self, steps):
         accounts = {
             "funding": open_account("external:funding", kind="funding"),
-            "alice": open_account("alice"), "bob": open_account("bob"),
+            "alice": open_account("alice"),
+            "bob": open_account("bob"),
             "carol": open_account("carol"),
             "revenue": open_account("platform:revenue", kind="revenue", allow_negative=False),
         }
@@ -31,8 +31,12 @@ class TestRandomTransfers(TestCase):
         for source, destination, amount in steps:
             floor_ok = source == "funding" or model[source] >= amount
             try:
-                transfer(source=accounts[source], destination=accounts[destination],
-                         amount=amount, actor="hypothesis")
+                transfer(
+                    source=accounts[source],
+                    destination=accounts[destination],
+                    amount=amount,
+                    actor="hypothesis",
+                )
             except InsufficientFunds:
                 assert not floor_ok
             else:

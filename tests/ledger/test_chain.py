@@ -55,7 +55,7 @@ def test_the_command_seals_everything():
 class Held(threading.Thread):
     """A transaction on its own connection, held open until released."""
 
-    def __init__(self, stream: str, before=None) -> None:  # noqa: ANN001
+    def __init__(self, stream: str, before=None) -> None:
         super().__init__()
         self.stream = stream
         self.before = before

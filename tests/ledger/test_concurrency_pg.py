@@ -12,7 +12,7 @@ from tests.ledger.helpers import append
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 
-def race(n: int, work) -> list[object]:  # noqa: ANN001
+def race(n: int, work) -> list[object]:
     """Run `work(i)` in n threads, released together; each thread's result or exception."""
     barrier = threading.Barrier(n)
     results: list[object] = [None] * n

@@ -48,21 +48,32 @@ def test_it_refuses_unknown_types_and_bad_payloads():
     with transaction.atomic(), pytest.raises(InvalidEvent, match="unknown event type"):
         event_append(stream="s", type="NoSuchThing", payload={}, actor="t")
     with transaction.atomic(), pytest.raises(InvalidEvent, match="postings") as info:
-        event_append(stream="s", type="TransferPosted", actor="t",
-                     payload={"postings": "lots", "memo": "", "kind": "t"})
+        event_append(
+            stream="s",
+            type="TransferPosted",
+            actor="t",
+            payload={"postings": "lots", "memo": "", "kind": "t"},
+        )
     assert "postings" in info.value.fields
     with transaction.atomic(), pytest.raises(InvalidEvent, match="memo"):
-        event_append(stream="s", type="TransferPosted", actor="t",
-                     payload={"postings": [["a", 1, "CRD"], ["b", -1, "CRD"]], "kind": "t"})
+        event_append(
+            stream="s",
+            type="TransferPosted",
+            actor="t",
+            payload={"postings": [["a", 1, "CRD"], ["b", -1, "CRD"]], "kind": "t"},
+        )
     assert Event.objects.count() == 0
 
 
 @pytest.mark.django_db(transaction=True)
 def test_it_must_be_called_inside_a_transaction():
     with pytest.raises(RuntimeError, match=r"transaction\.atomic"):
-        event_append(stream="s", type="TransferPosted", actor="t",
-                     payload={"postings": [["a", 1, "CRD"], ["b", -1, "CRD"]], "memo": "",
-                              "kind": "t"})
+        event_append(
+            stream="s",
+            type="TransferPosted",
+            actor="t",
+            payload={"postings": [["a", 1, "CRD"], ["b", -1, "CRD"]], "memo": "", "kind": "t"},
+        )
 
 
 def test_the_model_refuses_updates_and_deletes():

@@ -50,7 +50,8 @@ def test_the_database_refuses_an_unbalanced_entry_at_commit():
         with connection.cursor() as cursor:
             cursor.execute(
                 "INSERT INTO ledger_posting (entry_id, account_id, amount, currency) "
-                "VALUES (%s, %s, 5, 'CRD')", [entry_id, account.id],
+                "VALUES (%s, %s, 5, 'CRD')",
+                [entry_id, account.id],
             )
             # The constraint trigger is deferred: it fires when the transaction commits.
             cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")

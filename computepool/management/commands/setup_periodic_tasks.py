@@ -13,7 +13,7 @@ class Command(BaseCommand):
     help = "Install the periodic schedules declared in computepool/schedules.py (idempotent)."
 
     @transaction.atomic
-    def handle(self, *args, **options):  # noqa: ANN002, ANN003
+    def handle(self, *args, **options):
         wanted = {s.name for s in schedules()}
         for schedule in schedules():
             interval, _ = IntervalSchedule.objects.get_or_create(
@@ -21,11 +21,17 @@ class Command(BaseCommand):
             )
             task, created = PeriodicTask.objects.update_or_create(
                 name=schedule.name,
-                defaults={"task": schedule.task, "interval": interval, "enabled": True,
-                          "description": f"{MARKER} {schedule.description}"},
+                defaults={
+                    "task": schedule.task,
+                    "interval": interval,
+                    "enabled": True,
+                    "description": f"{MARKER} {schedule.description}",
+                },
             )
-            self.stdout.write(f"{'installed' if created else 'up to date'}: {schedule.name} "
-                              f"({schedule.task} every {schedule.every_s}s)")
+            self.stdout.write(
+                f"{'installed' if created else 'up to date'}: {schedule.name} "
+                f"({schedule.task} every {schedule.every_s}s)"
+            )
         stale = PeriodicTask.objects.filter(description__startswith=MARKER).exclude(name__in=wanted)
         for task in stale:
             self.stdout.write(f"removed: {task.name}")

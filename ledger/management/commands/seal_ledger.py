@@ -6,7 +6,7 @@ from ledger.chain import chain_seal
 class Command(BaseCommand):
     help = "Seal every committed event into the hash chain now (beat does this every few seconds)."
 
-    def handle(self, *args, **options):  # noqa: ANN002, ANN003
+    def handle(self, *args, **options):
         total = 0
         while True:
             result = chain_seal()

@@ -5,13 +5,15 @@ from ledger.verify import print_progress, verify_ledger
 
 
 class Command(BaseCommand):
-    help = ("Recompute the hash chain, replay every event into fresh projections, diff them "
-            "against the live tables and check the books. Exits non-zero naming each difference.")
+    help = (
+        "Recompute the hash chain, replay every event into fresh projections, diff them "
+        "against the live tables and check the books. Exits non-zero naming each difference."
+    )
 
-    def add_arguments(self, parser):  # noqa: ANN001
+    def add_arguments(self, parser):
         parser.add_argument("--no-chain", action="store_true", help="skip the hash-chain check")
 
-    def handle(self, *args, **options):  # noqa: ANN002, ANN003
+    def handle(self, *args, **options):
         report = verify_ledger(check_chain=not options["no_chain"], progress=print_progress)
         if not report.ok:
             for problem in report.problems:
@@ -20,7 +22,9 @@ class Command(BaseCommand):
                 f"ledger verification failed: {len(report.problems)} difference(s) "
                 f"over {report.events} events"
             )
-        self.stdout.write(self.style.SUCCESS(
-            f"ledger OK: {report.events} events replayed, projections match, books balance, "
-            f"chain head {chain_head()[:16]}"
-        ))
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"ledger OK: {report.events} events replayed, projections match, books balance, "
+                f"chain head {chain_head()[:16]}"
+            )
+        )

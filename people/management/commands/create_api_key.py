@@ -9,15 +9,18 @@ from people.services import api_key_create, role_grant
 class Command(BaseCommand):
     help = "Issue an API key for a user acting as one role; prints the key once."
 
-    def add_arguments(self, parser):  # noqa: ANN001
+    def add_arguments(self, parser):
         parser.add_argument("username")
         parser.add_argument("role", choices=Role.values)
         parser.add_argument("--name", default="")
-        parser.add_argument("--create-user", action="store_true",
-                            help="create the user (and grant the role) if it does not exist")
+        parser.add_argument(
+            "--create-user",
+            action="store_true",
+            help="create the user (and grant the role) if it does not exist",
+        )
 
-    def handle(self, *args, **opts):  # noqa: ANN002, ANN003
-        User = get_user_model()  # noqa: N806
+    def handle(self, *args, **opts):
+        User = get_user_model()
         user = User.objects.filter(username=opts["username"]).first()
         if user is None:
             if not opts["create_user"]:
@@ -26,8 +29,9 @@ class Command(BaseCommand):
         if opts["create_user"]:
             role_grant(user=user, role=opts["role"], actor="cli")
         try:
-            _, secret = api_key_create(user=user, role=opts["role"],
-                                       name=opts["name"] or opts["role"], actor="cli")
+            _, secret = api_key_create(
+                user=user, role=opts["role"], name=opts["name"] or opts["role"], actor="cli"
+            )
         except DomainError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(secret)

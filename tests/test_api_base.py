@@ -1,0 +1,102 @@
+"""The API's common ground: error shape, pagination, throttling, schema, health, metrics."""
+
+import pytest
+from django.core.cache import cache
+from django.test import override_settings
+
+pytestmark = pytest.mark.django_db
+
+
+def test_validation_errors_have_one_shape_with_field_messages(api, alice):
+    response = api(alice, "submitter").post("/api/v1/keys/", {"role": "emperor", "name": ""})
+    assert response.status_code == 400
+    body = response.json()
+    assert body["error"] == "invalid"
+    assert set(body["fields"]) == {"role", "name"}
+    assert "emperor" in body["fields"]["role"][0]
+
+
+def test_malformed_json_is_a_400_not_a_500(api, alice):
+    response = api(alice, "submitter").post(
+        "/api/v1/keys/", data="{nope", content_type="application/json"
+    )
+    assert response.status_code == 400
+    assert response.json()["error"] == "parse_error"
+
+
+def test_an_oversize_body_is_refused_with_413(api, alice, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1024
+    response = api(alice, "submitter").post(
+        "/api/v1/keys/", {"role": "submitter", "name": "x" * 5000}
+    )
+    assert response.status_code == 413
+    assert response.json()["error"] == "request_too_large"
+
+
+def test_lists_are_cursor_paginated(api, alice):
+    client = api(alice, "submitter")
+    for i in range(5):
+        client.post("/api/v1/keys/", {"role": "submitter", "name": f"k{i}"})
+    first = client.get("/api/v1/keys/?page_size=4").json()
+    assert len(first["results"]) == 4 and first["next"]
+    second = client.get(first["next"]).json()
+    ids = [k["id"] for k in first["results"] + second["results"]]
+    assert len(ids) == 6 == len(set(ids))
+
+
+def test_each_key_has_its_own_throttle_budget(api, alice, bob):
+    cache.clear()
+    rates = {"per_key": "3/min", "anon": "2/min"}
+    with override_settings(
+        REST_FRAMEWORK={
+            **__import__("django.conf").conf.settings.REST_FRAMEWORK,
+            "DEFAULT_THROTTLE_RATES": rates,
+        }
+    ):
+        from rest_framework.settings import api_settings
+        from rest_framework.throttling import SimpleRateThrottle
+
+        api_settings.reload()
+        SimpleRateThrottle.THROTTLE_RATES = api_settings.DEFAULT_THROTTLE_RATES
+        try:
+            alices, bobs = api(alice, "submitter"), api(bob, "operator")
+            codes = [alices.get("/api/v1/me").status_code for _ in range(4)]
+            assert codes == [200, 200, 200, 429]
+            throttled = alices.get("/api/v1/me")
+            assert throttled.json()["error"] == "throttled"
+            assert "Retry-After" in throttled.headers
+            assert bobs.get("/api/v1/me").status_code == 200
+        finally:
+            api_settings.reload()
+            SimpleRateThrottle.THROTTLE_RATES = api_settings.DEFAULT_THROTTLE_RATES
+            cache.clear()
+
+
+def test_the_openapi_schema_and_docs_are_served(client):
+    schema = client.get("/api/v1/schema?format=json")
+    assert schema.status_code == 200
+    paths = schema.json()["paths"]
+    assert "/api/v1/keys/" in paths and "/api/v1/me" in paths
+    assert client.get("/api/v1/docs").status_code == 200
+
+
+def test_healthz_checks_the_database_and_the_broker(client):
+    response = client.get("/healthz")
+    assert response.status_code == 200, response.json()
+    assert response.json()["checks"] == {"database": "ok", "broker": "ok"}
+
+
+def test_healthz_says_which_dependency_is_down(client, settings):
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"
+    response = client.get("/healthz")
+    assert response.status_code == 503
+    body = response.json()
+    assert body["checks"]["database"] == "ok"
+    assert body["checks"]["broker"] != "ok"
+
+
+def test_metrics_are_in_prometheus_format(client):
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/plain")
+    assert "computepool_events_total" in response.content.decode()
