@@ -1,0 +1,39 @@
+"""docker-compose.yml: the services exist and run the commands the design names."""
+
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load() -> dict:
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def test_it_defines_the_stack():
+    services = load()["services"]
+    assert {"postgres", "redis", "hub", "worker", "beat"} <= set(services)
+
+
+def test_the_processes_run_the_right_commands():
+    services = load()["services"]
+    assert services["hub"]["command"][:2] == ["gunicorn", "computepool.wsgi"]
+    assert services["worker"]["command"][:4] == ["celery", "-A", "computepool", "worker"]
+    assert services["beat"]["command"][:4] == ["celery", "-A", "computepool", "beat"]
+    assert "migrate" in " ".join(services["migrate"]["command"])
+    assert "setup_periodic_tasks" in " ".join(services["migrate"]["command"])
+
+
+def test_the_hub_processes_share_one_environment_on_postgres_and_redis():
+    services = load()["services"]
+    for name in ("hub", "worker", "beat", "migrate"):
+        env = services[name]["environment"]
+        assert env["DATABASE_URL"].startswith("postgres://"), name
+        assert env["CELERY_BROKER_URL"].startswith("redis://"), name
+        assert services[name]["build"] == ".", name
+    assert (ROOT / "Dockerfile").is_file()
+
+
+def test_beat_runs_exactly_once():
+    assert load()["services"]["beat"]["deploy"]["replicas"] == 1
