@@ -4,8 +4,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from computepool.api.permissions import IsPerson, acting_roles
 from people.models import ApiKey
-from people.permissions import IsPerson, acting_roles
 from people.roles import user_roles
 from people.serializers import ApiKeyCreated, ApiKeyIn, ApiKeyOut, MeOut
 from people.services import api_key_create, api_key_revoke

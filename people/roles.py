@@ -1,18 +1,9 @@
 from django.contrib.auth.models import Group
 
+from computepool.api.permissions import session_roles
 from people.models import Role
 
-
-def user_roles(user) -> set[str]:
-    if not user or not user.is_authenticated:
-        return set()
-    cached = getattr(user, "_computepool_roles", None)
-    if cached is None:
-        cached = set(user.groups.filter(name__in=Role.values).values_list("name", flat=True))
-        if user.is_superuser:
-            cached.add(Role.ADMIN)
-        user._computepool_roles = cached
-    return cached
+user_roles = session_roles
 
 
 def ensure_role_groups() -> None:
