@@ -1,0 +1,272 @@
+"""Jobs in Docker containers through the docker SDK, under runc or gVisor's runsc."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import docker
+import requests
+from docker.errors import APIError, DockerException, ImageNotFound, NotFound
+from docker.models.containers import Container
+from docker.types import DeviceRequest, LogConfig, Mount
+
+from agent.sandbox.base import (
+    INPUT_DIR,
+    OUTPUT_DIR,
+    SANDBOX_GID,
+    SANDBOX_UID,
+    WORK_DIR,
+    OutputCallback,
+    RunRequest,
+    RunResult,
+    SandboxRefused,
+    SandboxUnavailable,
+    job_env,
+)
+from agent.sandbox.images import ImagePolicy
+from agent.sandbox.streams import OutputSink
+from agent.sandbox.supervision import Stop, build_result, supervise
+from agent.sandbox.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+RUNSC = "runsc"
+ENGINE_ERRORS = (DockerException, requests.RequestException)
+# The engine keeps a container's output on the host's disk too; a chatty job must not fill it.
+LOG_CONFIG = LogConfig(type=LogConfig.types.JSON, config={"max-size": "1m", "max-file": "1"})
+KILL_GRACE_S = 10.0
+READER_JOIN_S = 5.0
+LABEL = "computepool.sandbox"
+
+
+def connect_docker(timeout_s: float = 30.0) -> docker.DockerClient:
+    """A client for the engine named by the environment (DOCKER_HOST or the local socket)."""
+    try:
+        client = docker.from_env(timeout=int(timeout_s))
+        client.ping()
+    except ENGINE_ERRORS as exc:
+        raise SandboxUnavailable(
+            f"no Docker engine answers ({exc}); start Docker (scripts/ensure_docker.sh does it "
+            "on Debian) or give this user access to its socket"
+        ) from exc
+    return client
+
+
+def has_runtime(client: docker.DockerClient, runtime: str) -> bool:
+    try:
+        return runtime in (client.info().get("Runtimes") or {})
+    except ENGINE_ERRORS:
+        return False
+
+
+def container_kwargs(
+    req: RunRequest, workspace: Workspace, *, runtime: str | None
+) -> dict[str, Any]:
+    """Everything `containers.create` gets for one job: the whole isolation policy in one place."""
+    kwargs: dict[str, Any] = {
+        "image": req.image,
+        "command": req.command,
+        "environment": job_env(req),
+        "working_dir": WORK_DIR,
+        "user": f"{SANDBOX_UID}:{SANDBOX_GID}",
+        "network_mode": "none",
+        "read_only": True,
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges"],
+        "mem_limit": f"{req.memory_mb}m",
+        "memswap_limit": f"{req.memory_mb}m",
+        "nano_cpus": int(req.cpus * 1e9),
+        # Docker ignores `mode=` on a tmpfs here, so the sandbox user is made its owner instead.
+        "tmpfs": {
+            WORK_DIR: f"size={req.work_mb}m,exec,uid={SANDBOX_UID},gid={SANDBOX_GID}",
+            # gVisor would mount a writable /tmp of its own; TMPDIR points jobs at /work.
+            "/tmp": "ro,size=16k",  # noqa: S108 (inside the container)
+        },
+        # put_archive/get_archive cannot reach a tmpfs, so files move through host directories.
+        "mounts": [
+            Mount(INPUT_DIR, str(workspace.in_dir), type="bind", read_only=True),
+            Mount(OUTPUT_DIR, str(workspace.out_dir), type="bind"),
+        ],
+        "log_config": LOG_CONFIG,
+        "labels": {LABEL: "job"},
+    }
+    if runtime is not None:
+        kwargs["runtime"] = runtime
+    # gVisor counts its own threads against the pids limit, so it would starve the job.
+    if runtime != RUNSC:
+        kwargs["pids_limit"] = req.pids
+    if req.gpus != 0:
+        kwargs["device_requests"] = [DeviceRequest(count=req.gpus, capabilities=[["gpu"]])]
+    return kwargs
+
+
+class _Waiter(threading.Thread):
+    """Blocks in the engine's wait call, so the supervisor can watch the clock and cancel."""
+
+    def __init__(self, container: Container, timeout_s: float) -> None:
+        super().__init__(name=f"wait-{container.id[:12]}", daemon=True)
+        self.container = container
+        self.timeout_s = timeout_s
+        self.done = threading.Event()
+        self.status: int | None = None
+        self.error: str | None = None
+        self.ended_at = 0.0
+
+    def run(self) -> None:
+        try:
+            self.status = int(self.container.wait(timeout=self.timeout_s)["StatusCode"])
+        except ENGINE_ERRORS as exc:
+            self.error = f"lost track of the container: {exc}"
+        finally:
+            self.ended_at = time.monotonic()
+            self.done.set()
+
+
+def _pump(stream: Iterable[tuple[bytes | None, bytes | None]], sink: OutputSink) -> None:
+    try:
+        for stdout, stderr in stream:
+            if stdout:
+                sink.feed("stdout", stdout)
+            if stderr:
+                sink.feed("stderr", stderr)
+    except Exception as exc:
+        # The end of a reader thread: whatever broke the stream, the tails so far stand.
+        log.warning("the job's output stream broke off: %s", exc)
+
+
+class DockerSandbox:
+    """One container per job; the engine does the isolation, this class sets and watches it."""
+
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        *,
+        policy: ImagePolicy,
+        runtime: str | None = None,
+    ) -> None:
+        self.name = "gvisor" if runtime == RUNSC else "docker"
+        self._client = client
+        self._policy = policy
+        self._runtime = runtime
+
+    def run(
+        self,
+        req: RunRequest,
+        *,
+        on_output: OutputCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> RunResult:
+        req.check()
+        self._policy.check(req.image)
+        try:
+            self._client.images.get(req.image)
+        except ImageNotFound as exc:
+            raise SandboxRefused(
+                f"image {req.image!r} is not on this machine and the agent never pulls; "
+                "build or load it first"
+            ) from exc
+        except ENGINE_ERRORS as exc:
+            return RunResult.infrastructure_error(f"Docker engine: {exc}")
+        try:
+            workspace = Workspace.create(req.inputs)
+        except OSError as exc:
+            return RunResult.infrastructure_error(f"could not prepare the job's files: {exc}")
+        try:
+            return self._run_in(workspace, req, OutputSink(on_output), cancel)
+        except ENGINE_ERRORS as exc:
+            return RunResult.infrastructure_error(f"Docker engine: {exc}", workspace=workspace.root)
+        except BaseException:
+            workspace.remove()
+            raise
+
+    def _runtime_for(self, req: RunRequest) -> str | None:
+        if req.gpus != 0 and self._runtime == RUNSC:
+            # gVisor reaches no GPU without nvproxy, which the engine's runsc is not set up for.
+            log.warning("GPU job: running it under runc, as gVisor cannot reach the GPU")
+            return None
+        return self._runtime
+
+    def _run_in(
+        self,
+        workspace: Workspace,
+        req: RunRequest,
+        sink: OutputSink,
+        cancel: threading.Event | None,
+    ) -> RunResult:
+        created_at = time.time()
+        kwargs = container_kwargs(req, workspace, runtime=self._runtime_for(req))
+        container = self._client.containers.create(**kwargs)
+        try:
+            # Attached before start, so not a byte of early output is missed.
+            stream = self._client.api.attach(
+                container.id, stdout=True, stderr=True, stream=True, logs=True, demux=True
+            )
+            reader = threading.Thread(
+                target=_pump, args=(stream, sink), name=f"out-{container.id[:12]}", daemon=True
+            )
+            reader.start()
+            waiter = _Waiter(container, timeout_s=req.timeout_s + KILL_GRACE_S + 30)
+            container.start()
+            started_at = time.monotonic()
+            waiter.start()
+            log.info("job started in container %s (%s)", container.id[:12], self.name)
+
+            supervision = supervise(waiter.done, req=req, workspace=workspace, cancel=cancel)
+            if supervision.stop is not Stop.EXITED:
+                log.info("job in %s: %s; killing it", container.id[:12], supervision.stop.value)
+                self._kill(container)
+                if not waiter.done.wait(KILL_GRACE_S):
+                    raise DockerException(f"container {container.id[:12]} survived a kill")
+            reader.join(READER_JOIN_S)
+            if reader.is_alive():
+                stream.close()
+            if waiter.error is not None:
+                raise DockerException(waiter.error)
+            return build_result(
+                supervision,
+                req=req,
+                workspace=workspace,
+                sink=sink,
+                exit_code=waiter.status,
+                oom_killed=self._oom_killed(container, since=created_at),
+                duration_s=waiter.ended_at - started_at,
+            )
+        finally:
+            self._remove(container)
+
+    def _oom_killed(self, container: Container, *, since: float) -> bool:
+        """The engine's OOMKilled flag can lose a race with the exit event (a child killed by
+        the OOM killer often leaves exit code 0), so its event log is asked as well."""
+        if self._client.api.inspect_container(container.id)["State"].get("OOMKilled"):
+            return True
+        events = self._client.api.events(
+            since=since - 1,
+            until=time.time(),
+            filters={"container": container.id, "event": "oom"},
+            decode=True,
+        )
+        return any(True for _ in events)
+
+    @staticmethod
+    def _kill(container: Container) -> None:
+        try:
+            container.kill()
+        except NotFound:
+            pass
+        except APIError as exc:
+            # 409: it exited on its own between the decision and the kill.
+            if exc.status_code != 409:
+                raise
+
+    @staticmethod
+    def _remove(container: Container) -> None:
+        try:
+            container.remove(force=True)
+        except NotFound:
+            pass
+        except ENGINE_ERRORS as exc:
+            log.warning("could not remove container %s: %s", container.id[:12], exc)
