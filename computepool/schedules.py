@@ -25,4 +25,19 @@ def schedules() -> list[Schedule]:
             settings.LEDGER_SEAL_INTERVAL_S,
             "Seal committed events into the hash chain, below the oldest open transaction.",
         ),
+        Schedule(
+            "nodes: reap silent nodes",
+            "nodes.reap",
+            settings.NODE_REAPER_INTERVAL_S,
+            "Move nodes whose heartbeats stopped to degraded, then offline.",
+        ),
+        Schedule(
+            "nodes: decay reliability",
+            "nodes.decay_reliability",
+            settings.NODE_RELIABILITY_DECAY_INTERVAL_S,
+            "Decay each node's reliability evidence towards the new-node prior.",
+        ),
+        Schedule("jobs: return expired leases", "jobs.reap_leases",
+                 settings.JOB_REAPER_INTERVAL_S,
+                 "Requeue tasks whose lease expired (backoff, node excluded) or fail them."),
     ]

@@ -213,3 +213,74 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+
+# --- Nodes -----------------------------------------------------------------------------------
+
+# The agent is told to beat this often; a node is degraded after this many missed beats and
+# offline after that many (plus the grace, which absorbs network jitter and the agent's timing).
+NODE_HEARTBEAT_INTERVAL_S = env_int("NODE_HEARTBEAT_INTERVAL_S", 30, minimum=1, maximum=3600)
+NODE_HEARTBEAT_GRACE_S = env_int("NODE_HEARTBEAT_GRACE_S", 5, minimum=0, maximum=3600)
+NODE_DEGRADED_AFTER_MISSED = env_int("NODE_DEGRADED_AFTER_MISSED", 1, minimum=1, maximum=100)
+NODE_OFFLINE_AFTER_MISSED = env_int("NODE_OFFLINE_AFTER_MISSED", 3, minimum=1, maximum=100)
+if NODE_OFFLINE_AFTER_MISSED < NODE_DEGRADED_AFTER_MISSED:
+    raise ImproperlyConfigured(
+        f"NODE_OFFLINE_AFTER_MISSED={NODE_OFFLINE_AFTER_MISSED} must not be below "
+        f"NODE_DEGRADED_AFTER_MISSED={NODE_DEGRADED_AFTER_MISSED}"
+    )
+NODE_REAPER_INTERVAL_S = env_int("NODE_REAPER_INTERVAL_S", 10, minimum=1, maximum=3600)
+NODE_MAX_PER_OPERATOR = env_int("NODE_MAX_PER_OPERATOR", 1000, minimum=1)
+# Reliability: a Beta posterior whose evidence halves every half-life (see docs/nodes.md).
+NODE_RELIABILITY_HALF_LIFE_H = env_int("NODE_RELIABILITY_HALF_LIFE_H", 168, minimum=1)
+NODE_RELIABILITY_DECAY_INTERVAL_S = env_int(
+    "NODE_RELIABILITY_DECAY_INTERVAL_S", 3600, minimum=60
+)
+NODE_COOLDOWN_AFTER_FAILURES = env_int("NODE_COOLDOWN_AFTER_FAILURES", 3, minimum=1)
+NODE_COOLDOWN_S = env_int("NODE_COOLDOWN_S", 900, minimum=0)
+# Disqualification thresholds.
+NODE_MAX_ERROR_RATE_PCT = env_int("NODE_MAX_ERROR_RATE_PCT", 5, minimum=0, maximum=100)
+NODE_ERROR_RATE_MIN_SAMPLE = env_int("NODE_ERROR_RATE_MIN_SAMPLE", 20, minimum=1)
+NODE_THERMAL_EVENTS_MAX = env_int("NODE_THERMAL_EVENTS_MAX", 3, minimum=1)
+NODE_THERMAL_WINDOW_H = env_int("NODE_THERMAL_WINDOW_H", 24, minimum=1)
+# The hub's Ed25519 signing key (base64 of the raw 32-byte private key). Unset: a key is created
+# on first use in VAR_DIR/hub_signing_key (mode 0600) and kept there. Every hub process behind a
+# load balancer must share one key, so production sets this variable.
+HUB_SIGNING_KEY = env_str("HUB_SIGNING_KEY", None)
+if HUB_SIGNING_KEY is not None:
+    import base64
+    import binascii
+
+    try:
+        _signing_key_bytes = base64.b64decode(HUB_SIGNING_KEY, validate=True)
+    except (binascii.Error, ValueError):
+        raise ImproperlyConfigured("HUB_SIGNING_KEY is not valid base64") from None
+    if len(_signing_key_bytes) != 32:
+        raise ImproperlyConfigured(
+            f"HUB_SIGNING_KEY must be 32 bytes (base64 of a raw Ed25519 private key), "
+            f"got {len(_signing_key_bytes)}"
+        )
+
+# --- Jobs ------------------------------------------------------------------------------------
+
+# A lease lasts three heartbeats by default: one late heartbeat does not lose the task.
+JOB_LEASE_S = env_int("JOB_LEASE_S", 3 * NODE_HEARTBEAT_INTERVAL_S, minimum=5)
+JOB_REAPER_INTERVAL_S = env_int("JOB_REAPER_INTERVAL_S", 10, minimum=1)
+JOB_RETRY_BACKOFF_S = env_int("JOB_RETRY_BACKOFF_S", 5, minimum=0)
+JOB_RETRY_BACKOFF_MAX_S = env_int("JOB_RETRY_BACKOFF_MAX_S", 300, minimum=0)
+# Nodes below this reliability get only low-priority work that is not a task's last attempt.
+JOB_TRUSTED_RELIABILITY = env_int("JOB_TRUSTED_RELIABILITY_PCT", 40, minimum=0, maximum=100) / 100
+JOB_MAX_LOG_BYTES = env_int("JOB_MAX_LOG_BYTES", 8 * 1024 * 1024, minimum=1024)
+JOB_MAX_ARTIFACT_BYTES = env_int("JOB_MAX_ARTIFACT_BYTES", 256 * 1024 * 1024, minimum=1024)
+# The most one job may hold (credit minor units): price ceiling × timeout × slices.
+JOB_MAX_COST = env_int("JOB_MAX_COST", 10**12, minimum=1)
+
+# --- Economy ---------------------------------------------------------------------------------
+
+# The shared secret a payment provider signs its webhooks with (HMAC-SHA256 of "<t>.<body>").
+# Unset: the webhook answers 503 and credits enter only through finance grants.
+PAYMENT_WEBHOOK_SECRET = env_str("PAYMENT_WEBHOOK_SECRET", None)
+# A signed delivery older (or newer) than this is refused, so a captured one cannot be replayed.
+PAYMENT_WEBHOOK_TOLERANCE_S = env_int("PAYMENT_WEBHOOK_TOLERANCE_S", 300, minimum=1, maximum=3600)
+# Bounds a (region, tier) spot price gets when the market first prices it, as a percentage of
+# its starting price (base × tier × region); admins change them per row afterwards.
+ECONOMY_SPOT_MIN_PCT = env_int("ECONOMY_SPOT_MIN_PCT", 50, minimum=1, maximum=100)
+ECONOMY_SPOT_MAX_PCT = env_int("ECONOMY_SPOT_MAX_PCT", 300, minimum=100, maximum=10_000)

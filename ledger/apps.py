@@ -11,3 +11,7 @@ class LedgerConfig(AppConfig):
         from ledger.projections import register_projection
 
         register_projection(BooksProjection())
+
+        from ledger.economy_projection import EconomyProjection
+
+        register_projection(EconomyProjection())

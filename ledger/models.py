@@ -193,3 +193,34 @@ class Posting(AppendOnlyModel):
 
     def __str__(self) -> str:
         return f"{self.account_id} {self.amount:+d} {self.currency}"
+
+
+# The economy's tables live in their own modules; importing them here registers them with the app.
+from ledger.models_cashouts import Cashout, CashoutExport, CashoutExportLine  # noqa: E402
+from ledger.models_pricing import (  # noqa: E402
+    BaseRate,
+    PriceBook,
+    RegionMultiplier,
+    SpotPrice,
+    TierMultiplier,
+)
+
+__all__ = [
+    "CREDITS",
+    "Account",
+    "AccountKind",
+    "AppendOnlyModel",
+    "BaseRate",
+    "Cashout",
+    "CashoutExport",
+    "CashoutExportLine",
+    "Entry",
+    "Event",
+    "EventSeal",
+    "Posting",
+    "PriceBook",
+    "RegionMultiplier",
+    "SealBatch",
+    "SpotPrice",
+    "TierMultiplier",
+]

@@ -5,6 +5,7 @@ it appends the event that records the entry, writes the postings and moves the p
 balances, all in the caller's transaction, so the change and its record commit together.
 """
 
+import json
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
@@ -13,6 +14,7 @@ from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Max, Q, Sum
+from django.utils import timezone
 
 from ledger import registry
 from ledger.canonical import canonical_json, sha256_hex
@@ -106,32 +108,90 @@ class NewEvent:
     actor: str
 
 
-def events_append_bulk(events: Sequence[NewEvent]) -> list[Event]:
-    """Append many events in one INSERT, for set-based transitions (a reaper over 100k nodes).
+# From this many events on, PostgreSQL takes them through COPY: for the reaper's 100k events it
+# took 1.3 s here, against 8.5 s for the ORM's batched INSERTs (building and binding 100k rows).
+_COPY_FROM = 500
+_COPY_COLUMNS = (
+    "stream",
+    "version",
+    "type",
+    "schema_version",
+    "payload",
+    "actor",
+    "fingerprint",
+    "recorded_at",
+)
+
+
+def events_append_bulk(events: Sequence[NewEvent]) -> int:
+    """Append many events at once, for set-based transitions (a reaper over 100k nodes).
 
     Versions are the caller's, taken from a row it changed with compare-and-set in this same
-    transaction; a collision still fails the whole batch with VersionConflict.
+    transaction; a collision still fails the whole batch with VersionConflict. Returns how many
+    were written (their ids are not read back).
     """
     _require_transaction("events_append_bulk")
+    # A set-based caller passes one payload object for every event of a kind: validate (and
+    # serialise) each object once, not once per event. `events` holds every payload alive, so
+    # no id is reused within the loop.
+    prepared: dict[tuple[str, int], tuple[int, str]] = {}
     rows = []
     for new in events:
-        event_type = registry.validate(new.type, new.payload)
+        key = (new.type, id(new.payload))
+        if key not in prepared:
+            event_type = registry.validate(new.type, new.payload)
+            prepared[key] = (event_type.schema_version, json.dumps(new.payload))
+        schema_version, payload_json = prepared[key]
         rows.append(
-            Event(
-                stream=new.stream,
-                version=new.version,
-                type=new.type,
-                schema_version=event_type.schema_version,
-                payload=new.payload,
-                actor=new.actor,
-                fingerprint=_fingerprint(new.stream, new.type, new.payload),
-            )
+            (new, schema_version, payload_json, _fingerprint(new.stream, new.type, new.payload))
         )
     try:
-        return Event.objects.bulk_create(rows, batch_size=2000)
+        if connection.vendor == "postgresql" and len(rows) >= _COPY_FROM:
+            _copy_events(rows)
+        else:
+            Event.objects.bulk_create(
+                [
+                    Event(
+                        stream=new.stream,
+                        version=new.version,
+                        type=new.type,
+                        schema_version=schema_version,
+                        payload=new.payload,
+                        actor=new.actor,
+                        fingerprint=fingerprint,
+                    )
+                    for new, schema_version, _, fingerprint in rows
+                ],
+                batch_size=2000,
+            )
     except IntegrityError:
         transaction.set_rollback(True)
         raise VersionConflict("a stream moved while a batch of events was being written") from None
+    return len(rows)
+
+
+def _copy_events(rows: list[tuple[NewEvent, int, str, str]]) -> None:
+    now = timezone.now()
+    sql = f"COPY {Event._meta.db_table} ({', '.join(_COPY_COLUMNS)}) FROM STDIN"
+    # The row trigger that stamps txid fires for COPY as for INSERT.
+    with (
+        connection.cursor() as cursor,
+        connection.wrap_database_errors,
+        cursor.cursor.copy(sql) as copy,
+    ):
+        for new, schema_version, payload_json, fingerprint in rows:
+            copy.write_row(
+                (
+                    new.stream,
+                    new.version,
+                    new.type,
+                    schema_version,
+                    payload_json,
+                    new.actor,
+                    fingerprint,
+                    now,
+                )
+            )
 
 
 def stream_version(stream: str) -> int:

@@ -1,3 +1,12 @@
-from django.urls import path  # noqa: F401
+from django.urls import path, re_path
 
-urlpatterns: list = []
+from nodes import api
+
+urlpatterns = [
+    path("nodes/", api.NodeListCreateApi.as_view(), name="nodes"),
+    re_path(r"^nodes/(?P<node_id>[0-9]+)/?$", api.NodeDetailApi.as_view(), name="node"),
+    path("nodes/<int:node_id>/retire", api.NodeRetireApi.as_view(), name="node-retire"),
+    path("nodes/<int:node_id>/history", api.NodeHistoryApi.as_view(), name="node-history"),
+    path("agent/me", api.AgentMeApi.as_view(), name="agent-me"),
+    path("agent/heartbeat", api.AgentHeartbeatApi.as_view(), name="agent-heartbeat"),
+]

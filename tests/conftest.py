@@ -125,3 +125,31 @@ def api():
         return client_with_key(key_for(user, role))
 
     return make
+
+
+# Data migrations' seeds: a transactional test's flush empties every table, seeds included.
+_SEEDS = ("nodes.migrations.0002_seed_gpu_tiers", "ledger.migrations.0004_seed_price_books")
+
+
+def reseed() -> None:
+    import importlib
+
+    from django.apps import apps
+
+    for module in _SEEDS:
+        importlib.import_module(module).seed(apps, None)
+    from jobs import billing
+
+    billing._multipliers.cache_clear()
+
+
+@pytest.fixture(autouse=True)
+def _seeded(request: pytest.FixtureRequest) -> None:
+    """pytest-django runs transactional tests after all others: re-seed before each of them."""
+    marker = request.node.get_closest_marker("django_db")
+    transactional = "transactional_db" in request.fixturenames or (
+        marker is not None and marker.kwargs.get("transaction")
+    )
+    if transactional:
+        request.getfixturevalue("transactional_db")
+        reseed()

@@ -1,0 +1,108 @@
+from django.contrib import admin, messages
+from django.http import HttpRequest
+
+from jobs.cancellation import job_cancel
+from jobs.errors import JobNotCancellable
+from jobs.models import Artifact, Attempt, Job, LogChunk, Task
+
+
+class NoEditAdmin(admin.ModelAdmin):
+    """Jobs change only through services (each change is an event); the admin shows them."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+class TaskInline(admin.TabularInline):
+    model = Task
+    extra = 0
+    fields = ("index", "state", "attempts", "available_at", "finished_at")
+    readonly_fields = fields
+    can_delete = False
+    show_change_link = True
+    max_num = 0
+
+
+@admin.register(Job)
+class JobAdmin(NoEditAdmin):
+    list_display = (
+        "id",
+        "name",
+        "submitter",
+        "kind",
+        "state",
+        "slices",
+        "tasks_succeeded",
+        "tasks_failed",
+        "priority",
+        "created_at",
+    )
+    list_filter = ("state", "kind")
+    search_fields = ("name", "submitter__username")
+    date_hierarchy = "created_at"
+    inlines = [TaskInline]
+    actions = ["cancel"]
+    show_full_result_count = False
+
+    @admin.action(description="Cancel the selected jobs")
+    def cancel(self, request: HttpRequest, queryset) -> None:
+        done = 0
+        for job in queryset:
+            try:
+                job_cancel(job=job, actor=f"user:{request.user.pk}")
+                done += 1
+            except JobNotCancellable as exc:
+                messages.warning(request, str(exc))
+        messages.success(request, f"Cancelled {done} job(s).")
+
+
+class AttemptInline(admin.TabularInline):
+    model = Attempt
+    extra = 0
+    fields = ("number", "node", "state", "leased_at", "runtime_ms", "exit_code", "failure_class")
+    readonly_fields = fields
+    can_delete = False
+    show_change_link = True
+    max_num = 0
+
+
+@admin.register(Task)
+class TaskAdmin(NoEditAdmin):
+    list_display = ("id", "job", "index", "state", "attempts", "priority", "available_at")
+    list_filter = ("state",)
+    inlines = [AttemptInline]
+    show_full_result_count = False
+
+
+@admin.register(Attempt)
+class AttemptAdmin(NoEditAdmin):
+    list_display = (
+        "id",
+        "task",
+        "node",
+        "state",
+        "leased_at",
+        "lease_expires_at",
+        "runtime_ms",
+        "exit_code",
+        "failure_class",
+    )
+    list_filter = ("state", "failure_class")
+    show_full_result_count = False
+
+
+@admin.register(LogChunk)
+class LogChunkAdmin(NoEditAdmin):
+    list_display = ("id", "attempt", "stream", "seq", "received_at")
+    show_full_result_count = False
+
+
+@admin.register(Artifact)
+class ArtifactAdmin(NoEditAdmin):
+    list_display = ("id", "attempt", "name", "size", "sha256", "created_at")

@@ -1,0 +1,340 @@
+"""HTTP for jobs: thin views, one service each. Submitters see only their own jobs; agents act
+only on attempts leased to their own node (request.auth is the node)."""
+
+import time
+
+from django.db import connection
+from django.db.models import Prefetch
+from django.http import FileResponse
+from django_filters import rest_framework as filters
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics, status
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from computepool.api.permissions import IsSubmitter
+from jobs import attempts as attempt_services
+from jobs.claim import Lease, task_claim
+from jobs.models import Artifact, Attempt, Job, LogChunk
+from jobs.node_profile import profile_for
+from jobs.selectors import job_timeline
+from jobs.serializers import (
+    ArtifactIn,
+    ArtifactOut,
+    ClaimIn,
+    CompleteIn,
+    FailIn,
+    JobDetailOut,
+    JobIn,
+    JobOut,
+    LogChunkOut,
+    LogIn,
+    ProgressIn,
+    TimelineOut,
+)
+from jobs.submission import job_submit
+from jobs.wakeup import waker
+from nodes.auth import IsAgent
+
+# --- submitters ---------------------------------------------------------------------------------
+
+
+class JobFilter(filters.FilterSet):
+    state = filters.CharFilter()
+    kind = filters.CharFilter()
+    created_after = filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    created_before = filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+
+    class Meta:
+        model = Job
+        fields = ["state", "kind"]
+
+
+class JobListCreateApi(generics.ListAPIView):
+    """Your jobs, newest first; POST submits one (credits for the worst case are held)."""
+
+    permission_classes = [IsSubmitter]
+    serializer_class = JobOut
+    filterset_class = JobFilter
+
+    def get_queryset(self):
+        return Job.objects.filter(submitter=self.request.user)
+
+    @extend_schema(
+        request=JobIn,
+        responses={201: JobOut, 200: JobOut},
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key", str, OpenApiParameter.HEADER, description="Retry-safe submission"
+            )
+        ],
+        summary="Submit a job",
+    )
+    def post(self, request: Request) -> Response:
+        data = JobIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        key = request.headers.get("Idempotency-Key") or None
+        if key and len(key) > 200:
+            return Response(
+                {
+                    "error": "invalid",
+                    "detail": "Idempotency-Key is too long.",
+                    "fields": {"Idempotency-Key": ["at most 200 characters"]},
+                },
+                status=status.HTTP_400_BAD_REQUEST,
+            )
+        submitted = job_submit(
+            submitter_id=request.user.pk, data=data.validated_data, idempotency_key=key
+        )
+        code = status.HTTP_201_CREATED if submitted.created else status.HTTP_200_OK
+        return Response(JobOut(submitted.job).data, status=code)
+
+
+def _own_job(request: Request, job_id: int) -> Job:
+    return generics.get_object_or_404(Job, pk=job_id, submitter=request.user)
+
+
+class JobDetailApi(APIView):
+    permission_classes = [IsSubmitter]
+
+    @extend_schema(responses=JobDetailOut, summary="A job with its tasks and attempts")
+    def get(self, request: Request, job_id: int) -> Response:
+        job = generics.get_object_or_404(
+            Job.objects.prefetch_related(
+                Prefetch(
+                    "tasks__attempt_set",
+                    queryset=Attempt.objects.order_by("number").prefetch_related("artifacts"),
+                )
+            ),
+            pk=job_id,
+            submitter=request.user,
+        )
+        return Response(JobDetailOut(job).data)
+
+
+class JobCancelApi(APIView):
+    permission_classes = [IsSubmitter]
+
+    @extend_schema(request=None, responses=JobOut, summary="Cancel a job")
+    def post(self, request: Request, job_id: int) -> Response:
+        from jobs.cancellation import job_cancel
+
+        job = _own_job(request, job_id)
+        job_cancel(job=job, actor=f"user:{request.user.pk}")
+        job.refresh_from_db()
+        return Response(JobOut(job).data)
+
+
+class JobLogsApi(generics.ListAPIView):
+    """Log chunks of a job's attempts, in the order they were received."""
+
+    permission_classes = [IsSubmitter]
+    serializer_class = LogChunkOut
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("attempt", int),
+            OpenApiParameter("stream", str),
+        ]
+    )
+    def get(self, request: Request, *args, **kwargs) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    def get_queryset(self):
+        job = _own_job(self.request, self.kwargs["job_id"])
+        chunks = LogChunk.objects.filter(attempt__task__job=job)
+        if attempt := self.request.query_params.get("attempt"):
+            if not attempt.isdigit():
+                return LogChunk.objects.none()
+            chunks = chunks.filter(attempt_id=int(attempt))
+        if stream := self.request.query_params.get("stream"):
+            chunks = chunks.filter(stream=stream)
+        return chunks
+
+
+class JobTimelineApi(generics.ListAPIView):
+    """The job's history, read from the event log (the job's stream and its tasks')."""
+
+    permission_classes = [IsSubmitter]
+    serializer_class = TimelineOut
+
+    def get_queryset(self):
+        return job_timeline(_own_job(self.request, self.kwargs["job_id"]))
+
+
+class ArtifactDownloadApi(APIView):
+    permission_classes = [IsSubmitter]
+
+    @extend_schema(
+        responses={(200, "application/octet-stream"): bytes},
+        summary="Download an output file of your job",
+    )
+    def get(self, request: Request, artifact_id: int) -> FileResponse:
+        artifact = generics.get_object_or_404(
+            Artifact, pk=artifact_id, attempt__task__job__submitter=request.user
+        )
+        response = FileResponse(
+            artifact.file.open("rb"), as_attachment=True, filename=artifact.name
+        )
+        response["X-Checksum-Sha256"] = artifact.sha256
+        return response
+
+
+# --- agents -------------------------------------------------------------------------------------
+
+
+def _lease_body(lease: Lease | None) -> dict | None:
+    return lease.as_payload() if lease else None
+
+
+def _fit_delay_s(fit: float) -> float:
+    """When work arrives, better nodes try first: a 4090 (3.0) at once, a CPU node (0.8) 44 ms
+    later, so the best-fitting idle node wins a tie without a central dispatcher."""
+    return max(0.0, 3.0 - fit) * 0.02
+
+
+def claim_with_wait(node, wait: float) -> Lease | None:
+    deadline = time.monotonic() + wait
+    profile = profile_for(node)
+    while True:
+        seen = waker.generation()
+        lease = task_claim(profile=profile)
+        remaining = deadline - time.monotonic()
+        if lease is not None or remaining <= 0 or not profile.can_claim:
+            return lease
+        # Hand the connection back while waiting: idle agents must not pin connections.
+        connection.close()
+        waker.wait(seen, remaining)
+        if time.monotonic() < deadline:
+            time.sleep(min(_fit_delay_s(profile.fit), max(0.0, deadline - time.monotonic())))
+
+
+class ClaimApi(APIView):
+    permission_classes = [IsAgent]
+
+    @extend_schema(
+        request=ClaimIn,
+        responses={200: dict, 204: None},
+        summary="Lease the next task this node can run (long-poll with wait)",
+    )
+    def post(self, request: Request) -> Response:
+        data = ClaimIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        lease = claim_with_wait(request.auth, data.validated_data["wait"])
+        if lease is None:
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        return Response(lease.as_payload())
+
+
+class _AttemptApi(APIView):
+    permission_classes = [IsAgent]
+    serializer_class = ProgressIn
+
+    def _valid(self, request: Request) -> dict:
+        data = self.serializer_class(data=request.data)
+        data.is_valid(raise_exception=True)
+        return data.validated_data
+
+
+class ProgressApi(_AttemptApi):
+    @extend_schema(request=ProgressIn, responses={200: dict}, summary="Report progress")
+    def post(self, request: Request, attempt_id: int) -> Response:
+        d = self._valid(request)
+        attempt_services.attempt_progress(
+            attempt_id=attempt_id,
+            token=d["lease_token"],
+            node_id=request.auth.pk,
+            progress=d["progress"],
+            message=d["message"],
+        )
+        return Response({"status": "ok"})
+
+
+class LogApi(_AttemptApi):
+    serializer_class = LogIn
+
+    @extend_schema(request=LogIn, responses={200: dict}, summary="Append a log chunk")
+    def post(self, request: Request, attempt_id: int) -> Response:
+        d = self._valid(request)
+        stored = attempt_services.attempt_log(
+            attempt_id=attempt_id,
+            token=d["lease_token"],
+            node_id=request.auth.pk,
+            stream=d["stream"],
+            seq=d["seq"],
+            data=d["data"],
+        )
+        return Response({"status": "ok" if stored else "duplicate"})
+
+
+class ArtifactApi(_AttemptApi):
+    serializer_class = ArtifactIn
+    parser_classes = [MultiPartParser, FormParser]
+
+    @extend_schema(
+        request={"multipart/form-data": ArtifactIn},
+        responses={201: ArtifactOut},
+        summary="Upload an output file with its sha256",
+    )
+    def post(self, request: Request, attempt_id: int) -> Response:
+        d = self._valid(request)
+        artifact = attempt_services.attempt_artifact(
+            attempt_id=attempt_id,
+            token=d["lease_token"],
+            node_id=request.auth.pk,
+            name=d["name"],
+            sha256=d["sha256"],
+            upload=d["file"],
+        )
+        return Response(ArtifactOut(artifact).data, status=status.HTTP_201_CREATED)
+
+
+class CompleteApi(_AttemptApi):
+    serializer_class = CompleteIn
+
+    @extend_schema(
+        request=CompleteIn,
+        responses={200: dict},
+        summary="Report success; may lease the next task for the same slot",
+    )
+    def post(self, request: Request, attempt_id: int) -> Response:
+        d = self._valid(request)
+        outcome = attempt_services.attempt_complete(
+            attempt_id=attempt_id,
+            token=d["lease_token"],
+            node_id=request.auth.pk,
+            exit_code=d["exit_code"],
+            stdout_tail=d["stdout_tail"],
+            stderr_tail=d["stderr_tail"],
+            artifacts=d["artifacts"],
+            reported_runtime_s=d["reported_runtime_s"],
+        )
+        following = task_claim(profile=profile_for(request.auth)) if d["want_next"] else None
+        return Response(
+            {
+                "status": outcome.task_state,
+                "runtime_ms": outcome.runtime_ms,
+                "next": _lease_body(following),
+            }
+        )
+
+
+class FailApi(_AttemptApi):
+    serializer_class = FailIn
+
+    @extend_schema(request=FailIn, responses={200: dict}, summary="Report a failure")
+    def post(self, request: Request, attempt_id: int) -> Response:
+        d = self._valid(request)
+        outcome = attempt_services.attempt_fail(
+            attempt_id=attempt_id,
+            token=d["lease_token"],
+            node_id=request.auth.pk,
+            failure_class=d["failure_class"],
+            exit_code=d["exit_code"],
+            detail=d["detail"],
+            stdout_tail=d["stdout_tail"],
+            stderr_tail=d["stderr_tail"],
+        )
+        return Response({"status": outcome.task_state, "runtime_ms": outcome.runtime_ms})

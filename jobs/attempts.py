@@ -1,0 +1,426 @@
+"""What an agent reports about an attempt: progress, logs, artifacts, completion, failure.
+
+Every call presents the attempt's lease token. The transition is one compare-and-set UPDATE on
+the attempt (`… WHERE id = ? AND lease_token = ? AND node_id = ? AND state IN (active) AND
+lease_expires_at > now`): the one that changes a row wins; a stale, foreign or expired token
+changes nothing and gets StaleLease (409), and so is never paid.
+"""
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.core.files.base import File
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from jobs import billing
+from jobs.errors import ArtifactRejected, ArtifactTooLarge, StaleLease
+from jobs.models import (
+    ACTIVE_ATTEMPT_STATES,
+    Artifact,
+    Attempt,
+    AttemptState,
+    FailureClass,
+    Job,
+    JobState,
+    LogChunk,
+    Task,
+    TaskState,
+)
+from ledger.services import event_append
+
+TAIL_CHARS = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Fenced:
+    """The attempt as it was read just before the compare-and-set."""
+
+    attempt_id: int
+    task_id: int
+    job_id: int
+    index: int
+    node_id: int
+    task_version: int
+    leased_at: datetime
+    timeout_s: int
+    state: str
+
+
+def _read(attempt_id: int, token: str, node_id: int) -> Fenced:
+    row = (
+        Attempt.objects.filter(pk=attempt_id, lease_token=token, node_id=node_id)
+        .values_list(
+            "task_id",
+            "task__job_id",
+            "task__index",
+            "task__version",
+            "leased_at",
+            "task__job__timeout_s",
+            "state",
+            "lease_expires_at",
+        )
+        .first()
+    )
+    if row is None:
+        raise StaleLease("this lease token is not the current lease of that attempt")
+    task_id, job_id, index, version, leased_at, timeout_s, state, expires = row
+    if state not in ACTIVE_ATTEMPT_STATES or expires <= timezone.now():
+        raise StaleLease(f"the lease has ended (attempt is {state})")
+    return Fenced(attempt_id, task_id, job_id, index, node_id, version, leased_at, timeout_s, state)
+
+
+def _cas(fenced: Fenced, token: str, **changes: Any) -> None:
+    """Move the attempt if, and only if, the lease is still current."""
+    won = Attempt.objects.filter(
+        pk=fenced.attempt_id,
+        lease_token=token,
+        state__in=ACTIVE_ATTEMPT_STATES,
+        lease_expires_at__gt=timezone.now(),
+    ).update(**changes)
+    if not won:
+        transaction.set_rollback(True)
+        raise StaleLease("the lease ended while this report was being recorded")
+
+
+def _runtime_ms(fenced: Fenced, now: datetime) -> int:
+    """Server-measured: from the lease's start to now, never more than the job's timeout."""
+    elapsed = int((now - fenced.leased_at).total_seconds() * 1000)
+    return max(0, min(elapsed, fenced.timeout_s * 1000))
+
+
+def _tail(text: str) -> str:
+    return (text or "")[-TAIL_CHARS:]
+
+
+# --- progress and logs --------------------------------------------------------------------------
+
+
+def attempt_progress(
+    *, attempt_id: int, token: str, node_id: int, progress: int, message: str = ""
+) -> None:
+    fenced = _read(attempt_id, token, node_id)
+    with transaction.atomic():
+        if fenced.state == AttemptState.LEASED:
+            _cas(fenced, token, state=AttemptState.RUNNING, progress=progress, message=message)
+            Task.objects.filter(pk=fenced.task_id, current_attempt_id=attempt_id).update(
+                state=TaskState.RUNNING, version=F("version") + 1
+            )
+            event_append(
+                stream=f"task:{fenced.task_id}",
+                type="TaskStarted",
+                actor=f"node:{node_id}",
+                expected_version=fenced.task_version,
+                payload={
+                    "task_id": fenced.task_id,
+                    "job_id": fenced.job_id,
+                    "index": fenced.index,
+                    "attempt_id": attempt_id,
+                },
+            )
+        else:
+            _cas(fenced, token, progress=progress, message=message[:200])
+
+
+def attempt_log(
+    *, attempt_id: int, token: str, node_id: int, stream: str, seq: int, data: str
+) -> bool:
+    """Store one log chunk; a repeated (stream, seq) is accepted once. False if a duplicate."""
+    fenced = _read(attempt_id, token, node_id)
+    size = len(data.encode())
+    with transaction.atomic():
+        _cas(fenced, token, log_bytes=F("log_bytes") + size)
+        used = Attempt.objects.values_list("log_bytes", flat=True).get(pk=attempt_id)
+        if used > settings.JOB_MAX_LOG_BYTES:
+            transaction.set_rollback(True)
+            raise ArtifactTooLarge(
+                f"this attempt's logs passed {settings.JOB_MAX_LOG_BYTES} bytes; keep the tail "
+                "for completion"
+            )
+        try:
+            with transaction.atomic():
+                LogChunk.objects.create(attempt_id=attempt_id, stream=stream, seq=seq, data=data)
+        except IntegrityError:
+            Attempt.objects.filter(pk=attempt_id).update(log_bytes=F("log_bytes") - size)
+            return False
+    return True
+
+
+def attempt_artifact(
+    *, attempt_id: int, token: str, node_id: int, name: str, sha256: str, upload: File
+) -> Artifact:
+    """Store an output file after checking its size and that its sha256 is what was claimed."""
+    fenced = _read(attempt_id, token, node_id)
+    if upload.size > settings.JOB_MAX_ARTIFACT_BYTES:
+        raise ArtifactTooLarge(f"artifacts are limited to {settings.JOB_MAX_ARTIFACT_BYTES} bytes")
+    digest = hashlib.sha256()
+    for chunk in upload.chunks():
+        digest.update(chunk)
+    if digest.hexdigest() != sha256.lower():
+        raise ArtifactRejected(
+            f"{name}: the upload's sha256 is {digest.hexdigest()}, not {sha256}",
+            fields={"sha256": ["does not match the file"]},
+        )
+    upload.seek(0)
+    with transaction.atomic():
+        # Still our lease (a no-op write that takes the row lock): a stale agent uploads nothing.
+        _cas(fenced, token, lease_expires_at=F("lease_expires_at"))
+        if Artifact.objects.filter(attempt_id=attempt_id, name=name).exists():
+            raise ArtifactRejected(
+                f"{name} was already uploaded for this attempt",
+                fields={"name": ["already uploaded"]},
+            )
+        artifact = Artifact(
+            attempt_id=attempt_id, name=name, size=upload.size, sha256=sha256.lower()
+        )
+        artifact.attempt = Attempt.objects.select_related("task").get(pk=attempt_id)
+        artifact.file.save(name, upload, save=False)
+        artifact.save()
+    return artifact
+
+
+# --- completion and failure ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    task_state: str
+    job_state: str | None  # set when this report finished the job
+    runtime_ms: int
+    charged: int  # credits minor units paid for this attempt (0 if not charged)
+
+
+def attempt_complete(
+    *,
+    attempt_id: int,
+    token: str,
+    node_id: int,
+    exit_code: int,
+    stdout_tail: str = "",
+    stderr_tail: str = "",
+    artifacts: list[dict[str, Any]] | None = None,
+    reported_runtime_s: float | None = None,
+) -> Outcome:
+    """The task succeeded: record it, settle the attempt once, finish the job if it was last."""
+    fenced = _read(attempt_id, token, node_id)
+    uploaded = {
+        a.name: a for a in Artifact.objects.filter(attempt_id=attempt_id).only("name", "sha256")
+    }
+    for claimed in artifacts or []:
+        stored = uploaded.get(claimed.get("name"))
+        if stored is None or stored.sha256 != str(claimed.get("sha256", "")).lower():
+            raise ArtifactRejected(
+                f"artifact {claimed.get('name')!r} was not uploaded with that checksum",
+                fields={"artifacts": ["each listed artifact must be uploaded first"]},
+            )
+    now = timezone.now()
+    runtime = _runtime_ms(fenced, now)
+    with transaction.atomic():
+        _cas(
+            fenced,
+            token,
+            state=AttemptState.SUCCEEDED,
+            finished_at=now,
+            runtime_ms=runtime,
+            exit_code=exit_code,
+            stdout_tail=_tail(stdout_tail),
+            stderr_tail=_tail(stderr_tail),
+            reported_runtime_s=reported_runtime_s,
+            progress=100,
+        )
+        _finish_task(fenced, TaskState.SUCCEEDED, now)
+        event_append(
+            stream=f"task:{fenced.task_id}",
+            type="AttemptSucceeded",
+            actor=f"node:{node_id}",
+            expected_version=fenced.task_version,
+            payload={
+                "task_id": fenced.task_id,
+                "job_id": fenced.job_id,
+                "index": fenced.index,
+                "attempt_id": attempt_id,
+                "node_id": node_id,
+                "runtime_ms": runtime,
+                "exit_code": exit_code,
+                "artifacts": sorted(
+                    [{"name": a.name, "sha256": a.sha256} for a in uploaded.values()],
+                    key=lambda a: a["name"],
+                ),
+            },
+        )
+        charged = billing.settle(attempt_id=attempt_id, runtime_ms=runtime, charge=True)
+        job_state = job_count_finished(fenced.job_id, "tasks_succeeded", now)
+    billing.record_outcome(node_id=node_id, success=True)
+    return Outcome(TaskState.SUCCEEDED, job_state, runtime, charged)
+
+
+def attempt_fail(
+    *,
+    attempt_id: int,
+    token: str,
+    node_id: int,
+    failure_class: str,
+    exit_code: int | None = None,
+    detail: str = "",
+    stdout_tail: str = "",
+    stderr_tail: str = "",
+) -> Outcome:
+    """The attempt failed. Infrastructure failures are retried elsewhere and not charged; the
+    job's own failures and timeouts end the task and are charged for the time used. A failure
+    reported for a task whose cancellation was requested ends it as cancelled."""
+    fenced = _read(attempt_id, token, node_id)
+    now = timezone.now()
+    runtime = _runtime_ms(fenced, now)
+    cancelled = Attempt.objects.filter(pk=attempt_id, cancel_requested=True).exists()
+    with transaction.atomic():
+        _cas(
+            fenced,
+            token,
+            state=AttemptState.CANCELLED if cancelled else AttemptState.FAILED,
+            finished_at=now,
+            runtime_ms=runtime,
+            exit_code=exit_code,
+            failure_class=failure_class,
+            detail=detail[:500],
+            stdout_tail=_tail(stdout_tail),
+            stderr_tail=_tail(stderr_tail),
+        )
+        retry = (
+            failure_class == FailureClass.INFRA and not cancelled and _attempts_left(fenced.task_id)
+        )
+        if cancelled:
+            outcome, task_state, counter = "cancelled", TaskState.CANCELLED, "tasks_cancelled"
+        elif retry:
+            outcome, task_state, counter = "requeued", TaskState.QUEUED, None
+        else:
+            outcome, task_state, counter = "failed", TaskState.FAILED, "tasks_failed"
+        if retry:
+            _requeue_task(fenced.task_id, node_id, now)
+        else:
+            _finish_task(fenced, task_state, now)
+        event_append(
+            stream=f"task:{fenced.task_id}",
+            type="AttemptFailed",
+            actor=f"node:{node_id}",
+            expected_version=fenced.task_version,
+            payload={
+                "task_id": fenced.task_id,
+                "job_id": fenced.job_id,
+                "index": fenced.index,
+                "attempt_id": attempt_id,
+                "node_id": node_id,
+                "runtime_ms": runtime,
+                "failure_class": failure_class,
+                "exit_code": exit_code,
+                "detail": detail[:500],
+                "outcome": outcome,
+            },
+        )
+        charge = failure_class != FailureClass.INFRA
+        charged = billing.settle(attempt_id=attempt_id, runtime_ms=runtime, charge=charge)
+        job_state = job_count_finished(fenced.job_id, counter, now) if counter else None
+    if failure_class == FailureClass.INFRA and not cancelled:
+        billing.record_outcome(node_id=node_id, success=False)
+    if retry:
+        transaction.on_commit(_notify)
+    return Outcome(task_state, job_state, runtime, charged)
+
+
+def _notify() -> None:
+    from jobs.wakeup import notify_work
+
+    notify_work()
+
+
+def _attempts_left(task_id: int) -> bool:
+    attempts, max_attempts = Task.objects.values_list("attempts", "max_attempts").get(pk=task_id)
+    return attempts < max_attempts
+
+
+def backoff_until(attempts: int, now: datetime) -> datetime:
+    from datetime import timedelta
+
+    delay = min(
+        settings.JOB_RETRY_BACKOFF_S * 2 ** max(attempts - 1, 0), settings.JOB_RETRY_BACKOFF_MAX_S
+    )
+    return now + timedelta(seconds=delay)
+
+
+def _requeue_task(task_id: int, node_id: int, now: datetime) -> None:
+    attempts = Task.objects.values_list("attempts", flat=True).get(pk=task_id)
+    Task.objects.filter(pk=task_id).update(
+        state=TaskState.QUEUED,
+        current_attempt=None,
+        version=F("version") + 1,
+        available_at=backoff_until(attempts, now),
+        excluded_nodes=_concat_node(node_id),
+    )
+
+
+def _concat_node(node_id: int):
+    from django.db.models import Value
+    from django.db.models.functions import Concat
+
+    return Concat(F("excluded_nodes"), Value(f"{node_id},"))
+
+
+def _finish_task(fenced: Fenced, state: str, now: datetime) -> None:
+    Task.objects.filter(pk=fenced.task_id, current_attempt_id=fenced.attempt_id).update(
+        state=state, finished_at=now, version=F("version") + 1
+    )
+
+
+_COUNTERS = {"tasks_succeeded", "tasks_failed", "tasks_cancelled"}
+
+
+def job_count_finished(job_id: int, counter: str, now: datetime, by: int = 1) -> str | None:
+    """Count finished tasks; the report that finishes the last task finishes the job."""
+    assert counter in _COUNTERS
+    with connection.cursor() as cursor:
+        # The row lock taken by this UPDATE orders concurrent last reports: exactly one of
+        # them sees done == slices.
+        cursor.execute(
+            f"UPDATE jobs_job SET {counter} = {counter} + %s WHERE id = %s "  # noqa: S608
+            "RETURNING tasks_succeeded, tasks_failed, tasks_cancelled, slices",
+            [by, job_id],
+        )
+        succeeded, failed, cancelled, slices = cursor.fetchone()
+    if succeeded + failed + cancelled < slices:
+        return None
+    return job_finish(
+        job_id=job_id, succeeded=succeeded, failed=failed, cancelled=cancelled, now=now
+    )
+
+
+def job_finish(
+    *, job_id: int, succeeded: int, failed: int, cancelled: int, now: datetime
+) -> str | None:
+    if cancelled:
+        final = JobState.CANCELLED
+    elif failed:
+        final = JobState.FAILED
+    else:
+        final = JobState.SUCCEEDED
+    won = Job.objects.filter(pk=job_id, state__in=[JobState.QUEUED, JobState.RUNNING]).update(
+        state=final, finished_at=now
+    )
+    if not won:
+        return None
+    event_append(
+        stream=f"job:{job_id}",
+        type="JobFinished",
+        actor="system",
+        payload={
+            "job_id": job_id,
+            "state": final,
+            "succeeded": succeeded,
+            "failed": failed,
+            "cancelled": cancelled,
+        },
+    )
+    billing.release(job_id=job_id)
+    return final

@@ -1,0 +1,63 @@
+"""Cancelling a job: queued tasks end at once; running ones on the agent's next heartbeat."""
+
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from jobs.attempts import job_count_finished
+from jobs.errors import JobNotCancellable
+from jobs.models import ACTIVE_ATTEMPT_STATES, Attempt, Job, JobState, Task, TaskState
+from ledger.services import event_append
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    queued_cancelled: int
+    running_signalled: int
+    job_state: str
+
+
+def job_cancel(*, job: Job, actor: str) -> Cancelled:
+    if job.state not in (JobState.QUEUED, JobState.RUNNING):
+        raise JobNotCancellable(f"job {job.pk} is already {job.state}")
+    now = timezone.now()
+    with transaction.atomic():
+        # Lock the queued tasks: a concurrent claim (SKIP LOCKED) passes them by, and one that
+        # already holds a row makes us wait and then see it leased.
+        queued = list(
+            Task.objects.select_for_update()
+            .filter(job=job, state=TaskState.QUEUED)
+            .values_list("id", "index", "version")
+        )
+        for task_id, index, version in queued:
+            Task.objects.filter(pk=task_id).update(
+                state=TaskState.CANCELLED, finished_at=now, version=F("version") + 1
+            )
+            event_append(
+                stream=f"task:{task_id}",
+                type="TaskCancelled",
+                actor=actor,
+                expected_version=version,
+                payload={
+                    "task_id": task_id,
+                    "job_id": job.pk,
+                    "index": index,
+                    "attempt_id": None,
+                    "reason": "cancelled by the submitter",
+                },
+            )
+        signalled = Attempt.objects.filter(
+            task__job=job, state__in=ACTIVE_ATTEMPT_STATES, cancel_requested=False
+        ).update(cancel_requested=True)
+        event_append(
+            stream=f"job:{job.pk}",
+            type="JobCancelRequested",
+            actor=actor,
+            payload={"job_id": job.pk, "by": actor},
+        )
+        if queued:
+            job_count_finished(job.pk, "tasks_cancelled", now, by=len(queued))
+    job.refresh_from_db()
+    return Cancelled(len(queued), signalled, job.state)

@@ -1,0 +1,133 @@
+"""Leases over time: heartbeats extend them, the reaper takes back the expired ones.
+
+The reaper and the offline hook share one path: lock the lost attempts (`FOR UPDATE SKIP
+LOCKED`: an attempt that a completion is recording right now is left to it), mark them lost,
+and return each task to the queue with a backoff, excluding the node that lost it — or fail it
+when its attempts are spent. Idempotent: a second run finds nothing to do.
+"""
+
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from jobs import billing
+from jobs.attempts import _concat_node, backoff_until, job_count_finished
+from jobs.claim import lease_duration
+from jobs.models import ACTIVE_ATTEMPT_STATES, Attempt, AttemptState, Task, TaskState
+from jobs.wakeup import notify_work
+from ledger.services import event_append
+
+REAP_BATCH = 500
+
+
+def leases_extend(node: Any, tokens: list[str]) -> dict[str, Any]:
+    """Heartbeat hook: extend the node's current leases; tell it which to drop or cancel."""
+    if not tokens:
+        return {}
+    now = timezone.now()
+    expires = now + lease_duration()
+    live = list(
+        Attempt.objects.filter(
+            node_id=node.pk,
+            lease_token__in=tokens,
+            state__in=ACTIVE_ATTEMPT_STATES,
+            lease_expires_at__gt=now,
+        ).values_list("id", "lease_token", "cancel_requested")
+    )
+    if live:
+        # An attempt completed between the two statements keeps its state: only the expiry
+        # of a finished attempt moves, which nothing reads.
+        Attempt.objects.filter(pk__in=[row[0] for row in live]).update(lease_expires_at=expires)
+    leases = {token: expires.isoformat() for _, token, _ in live}
+    cancel = [token for _, token, wanted in live if wanted]
+    cancel += [token for token in tokens if token not in leases]
+    return {"leases": leases, "cancel": cancel}
+
+
+def leases_reap(*, now: datetime | None = None) -> int:
+    """Return expired leases to the queue (beat, every few seconds). Returns how many."""
+    now = now or timezone.now()
+    total = 0
+    while True:
+        with transaction.atomic():
+            lost = list(
+                Attempt.objects.select_for_update(skip_locked=True)
+                .filter(state__in=ACTIVE_ATTEMPT_STATES, lease_expires_at__lte=now)
+                .order_by("lease_expires_at")
+                .values_list("id", flat=True)[:REAP_BATCH]
+            )
+            _lose(lost, reason="lease_expired", now=now)
+        total += len(lost)
+        if len(lost) < REAP_BATCH:
+            return total
+
+
+def leases_reclaim_offline(node_ids: list[int]) -> None:
+    """Offline hook: the nodes left service; every lease they held goes back to the queue.
+
+    Runs inside the nodes reaper's transaction."""
+    lost = list(
+        Attempt.objects.select_for_update(skip_locked=True)
+        .filter(state__in=ACTIVE_ATTEMPT_STATES, node_id__in=node_ids)
+        .values_list("id", flat=True)
+    )
+    _lose(lost, reason="node_offline", now=timezone.now())
+
+
+def _lose(attempt_ids: list[int], *, reason: str, now: datetime) -> None:
+    if not attempt_ids:
+        return
+    Attempt.objects.filter(pk__in=attempt_ids).update(state=AttemptState.LOST, finished_at=now)
+    rows = (
+        Task.objects.filter(current_attempt_id__in=attempt_ids)
+        .select_for_update()
+        .values_list(
+            "id",
+            "job_id",
+            "index",
+            "attempts",
+            "max_attempts",
+            "version",
+            "current_attempt_id",
+            "current_attempt__node_id",
+        )
+    )
+    requeued = False
+    for task_id, job_id, index, attempts, max_attempts, version, attempt_id, node_id in rows:
+        spent = attempts >= max_attempts
+        changes = {"current_attempt": None, "version": F("version") + 1}
+        if spent:
+            changes.update(state=TaskState.FAILED, finished_at=now)
+        else:
+            changes.update(
+                state=TaskState.QUEUED,
+                available_at=backoff_until(attempts, now),
+                excluded_nodes=_concat_node(node_id),
+            )
+        Task.objects.filter(pk=task_id).update(**changes)
+        event_append(
+            stream=f"task:{task_id}",
+            type="AttemptLost",
+            actor="system:reaper",
+            expected_version=version,
+            payload={
+                "task_id": task_id,
+                "job_id": job_id,
+                "index": index,
+                "attempt_id": attempt_id,
+                "node_id": node_id,
+                "reason": reason,
+                "outcome": "failed" if spent else "requeued",
+            },
+        )
+        billing.settle(attempt_id=attempt_id, runtime_ms=0, charge=False)
+        billing.record_outcome(node_id=node_id, success=False)
+        if spent:
+            job_count_finished(job_id, "tasks_failed", now)
+        else:
+            requeued = True
+    if requeued:
+        transaction.on_commit(notify_work)

@@ -1,0 +1,248 @@
+"""Jobs, their tasks (one per slice) and the attempts that lease them.
+
+A job is what a submitter asked for; each of its N slices is a task claimed independently; each
+claim of a task creates an attempt holding a random lease token. Only the current attempt's token
+can report progress, logs, completion or failure (fencing): a stale token changes nothing.
+"""
+
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+
+class JobKind(models.TextChoices):
+    CONTAINER = "container"
+    SCRIPT = "script"
+
+
+class JobState(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class TaskState(models.TextChoices):
+    QUEUED = "queued"
+    LEASED = "leased"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class AttemptState(models.TextChoices):
+    LEASED = "leased"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    LOST = "lost"  # the lease expired or the node went offline
+    CANCELLED = "cancelled"
+
+
+class FailureClass(models.TextChoices):
+    JOB = "job"  # the job's own failure: non-zero exit; charged for the time used
+    INFRA = "infra"  # agent died, sandbox error, OOM: retried elsewhere, not charged
+    TIMEOUT = "timeout"
+
+
+TERMINAL_TASK_STATES = (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED)
+ACTIVE_ATTEMPT_STATES = (AttemptState.LEASED, AttemptState.RUNNING)
+
+
+class Job(models.Model):
+    submitter = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs"
+    )
+    name = models.CharField(max_length=200, blank=True)
+    kind = models.CharField(max_length=16, choices=JobKind.choices)
+    # What runs: image, command, script, interpreter, env, inputs (base64). Signed per task.
+    spec = models.JSONField()
+    # Requirements: hard gates the claim filters on (copied onto each task for the index).
+    min_vram_mb = models.PositiveIntegerField(default=0)
+    cpu_cores = models.PositiveSmallIntegerField(default=1)
+    ram_mb = models.PositiveIntegerField(default=512)
+    disk_mb = models.PositiveIntegerField(default=256)
+    gpu_count = models.PositiveSmallIntegerField(default=0)
+    gpu_tiers = models.JSONField(default=list, blank=True)  # allow-list of tier slugs; [] = any
+    min_compute_capability = models.PositiveSmallIntegerField(default=0)  # 75 means 7.5
+    region = models.CharField(max_length=2, blank=True)  # ISO-2; "" = anywhere
+    priority = models.SmallIntegerField(default=0)
+    slices = models.PositiveIntegerField(default=1)
+    timeout_s = models.PositiveIntegerField()
+    max_attempts = models.PositiveSmallIntegerField(default=3)
+    price_ceiling = models.PositiveIntegerField()  # credit minor units per second, per task
+    # NULL, not "": many jobs have no key, and the unique constraint must ignore them.
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    request_fingerprint = models.CharField(max_length=64)
+    state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.QUEUED)
+    # Counters maintained with the task transitions; the job ends when done == slices.
+    tasks_succeeded = models.PositiveIntegerField(default=0)
+    tasks_failed = models.PositiveIntegerField(default=0)
+    tasks_cancelled = models.PositiveIntegerField(default=0)
+    max_cost = models.BigIntegerField(default=0)  # held at submission: ceiling × timeout × slices
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["submitter", "idempotency_key"],
+                name="job_submitter_idempotency",
+                condition=Q(idempotency_key__isnull=False),
+            ),
+        ]
+        indexes = [models.Index(fields=["submitter", "-id"], name="job_submitter_recent")]
+
+    def __str__(self) -> str:
+        return f"job {self.pk} ({self.state})"
+
+    @property
+    def stream(self) -> str:
+        return f"job:{self.pk}"
+
+    @property
+    def tasks_done(self) -> int:
+        return self.tasks_succeeded + self.tasks_failed + self.tasks_cancelled
+
+
+class Task(models.Model):
+    job = models.ForeignKey(Job, on_delete=models.PROTECT, related_name="tasks")
+    index = models.PositiveIntegerField()
+    state = models.CharField(max_length=16, choices=TaskState.choices, default=TaskState.QUEUED)
+    # Denormalised from the job so the claim reads one table through one index.
+    priority = models.SmallIntegerField(default=0)
+    min_vram_mb = models.PositiveIntegerField(default=0)
+    cpu_cores = models.PositiveSmallIntegerField(default=1)
+    ram_mb = models.PositiveIntegerField(default=512)
+    disk_mb = models.PositiveIntegerField(default=256)
+    gpu_count = models.PositiveSmallIntegerField(default=0)
+    # ",rtx-4090,rtx-3090," or "" for any tier: a LIKE test that SQLite and PostgreSQL share.
+    tier_allow = models.CharField(max_length=500, blank=True)
+    min_compute_capability = models.PositiveSmallIntegerField(default=0)
+    region = models.CharField(max_length=2, blank=True)
+    price_ceiling = models.PositiveIntegerField()
+    attempts = models.PositiveSmallIntegerField(default=0)
+    max_attempts = models.PositiveSmallIntegerField(default=3)
+    # Backoff: a requeued task is claimable again only after this.
+    available_at = models.DateTimeField(default=timezone.now)
+    # Nodes that lost or failed this task, never handed it again: ",3,17," (a LIKE test).
+    excluded_nodes = models.TextField(default=",", blank=True)
+    current_attempt = models.ForeignKey(
+        "Attempt", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    version = models.PositiveIntegerField(default=0)  # the task:<id> stream's version
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["job", "index"], name="task_job_index"),
+        ]
+        indexes = [
+            # The claim: WHERE state = 'queued' AND available_at <= now() … ORDER BY priority
+            # DESC, min_vram_mb DESC, id. Partial, so it holds only the queue, not history.
+            models.Index(
+                fields=["-priority", "-min_vram_mb", "id"],
+                name="task_claim_queue",
+                condition=Q(state="queued"),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"task {self.pk} ({self.job_id}#{self.index}, {self.state})"
+
+    @property
+    def stream(self) -> str:
+        return f"task:{self.pk}"
+
+
+def new_lease_token() -> str:
+    return secrets.token_urlsafe(24)
+
+
+class Attempt(models.Model):
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="attempt_set")
+    node = models.ForeignKey("nodes.Node", on_delete=models.PROTECT, related_name="attempts")
+    number = models.PositiveSmallIntegerField()
+    lease_token = models.CharField(max_length=64, unique=True, default=new_lease_token)
+    state = models.CharField(
+        max_length=16, choices=AttemptState.choices, default=AttemptState.LEASED
+    )
+    leased_at = models.DateTimeField(default=timezone.now)  # runtime is measured from here
+    lease_expires_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    runtime_ms = models.PositiveBigIntegerField(null=True, blank=True)  # server-measured
+    reported_runtime_s = models.FloatField(null=True, blank=True)  # informational only
+    price_per_s = models.PositiveIntegerField(default=0)  # the node's price when it claimed
+    exit_code = models.IntegerField(null=True, blank=True)
+    failure_class = models.CharField(max_length=16, choices=FailureClass.choices, blank=True)
+    detail = models.CharField(max_length=500, blank=True)
+    stdout_tail = models.TextField(blank=True)
+    stderr_tail = models.TextField(blank=True)
+    progress = models.PositiveSmallIntegerField(default=0)
+    message = models.CharField(max_length=200, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    log_bytes = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["task", "number"], name="attempt_task_number"),
+        ]
+        indexes = [
+            # The reaper: WHERE state IN ('leased','running') AND lease_expires_at < now().
+            models.Index(
+                fields=["lease_expires_at"],
+                name="attempt_active_expiry",
+                condition=Q(state__in=["leased", "running"]),
+            ),
+            models.Index(
+                fields=["node"],
+                name="attempt_active_node",
+                condition=Q(state__in=["leased", "running"]),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"attempt {self.pk} of task {self.task_id} on node {self.node_id}"
+
+
+class LogChunk(models.Model):
+    attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="log_chunks")
+    stream = models.CharField(max_length=6, choices=[("stdout", "stdout"), ("stderr", "stderr")])
+    seq = models.PositiveIntegerField()
+    data = models.TextField()
+    received_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["attempt", "stream", "seq"], name="logchunk_seq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.stream} #{self.seq} of attempt {self.attempt_id}"
+
+
+def artifact_path(instance: "Artifact", filename: str) -> str:
+    return f"artifacts/job-{instance.attempt.task.job_id}/attempt-{instance.attempt_id}/{filename}"
+
+
+class Artifact(models.Model):
+    attempt = models.ForeignKey(Attempt, on_delete=models.PROTECT, related_name="artifacts")
+    name = models.CharField(max_length=200)
+    size = models.PositiveBigIntegerField()
+    sha256 = models.CharField(max_length=64)
+    file = models.FileField(upload_to=artifact_path, max_length=400)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["attempt", "name"], name="artifact_attempt_name"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.size} B)"

@@ -1,0 +1,52 @@
+"""What the claim needs to know about a node, read from its row once per claim."""
+
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.utils import timezone
+
+from jobs import billing
+from nodes.models import Node, NodeState
+
+# States in which a node may take new work. Degraded is a missed heartbeat, not a verdict:
+# the claim itself is proof of life. Draining, offline, quarantined and retired nodes get none.
+CLAIMABLE_STATES = (NodeState.ONLINE, NodeState.DEGRADED)
+
+
+@dataclass(frozen=True)
+class NodeProfile:
+    node_id: int
+    operator_id: int
+    can_claim: bool
+    region: str
+    tier: str
+    vram_mb: int
+    compute_capability: int
+    cpu_cores: int
+    ram_mb: int
+    disk_mb: int
+    gpu_count: int
+    price_per_s: int
+    trusted: bool  # reliability high enough for high-priority work and last attempts
+    fit: float  # tier multiplier: better nodes are woken first when work arrives
+
+
+def profile_for(node: Node) -> NodeProfile:
+    now = timezone.now()
+    can_claim = node.state in CLAIMABLE_STATES and not node.cooling_down(now)
+    return NodeProfile(
+        node_id=node.pk,
+        operator_id=node.operator_id,
+        can_claim=can_claim,
+        region=node.region or "",
+        tier=node.tier,
+        vram_mb=node.gpu_vram_mb or 0,
+        compute_capability=node.compute_capability or 0,
+        cpu_cores=node.cpu_cores or 1,
+        ram_mb=node.ram_mb or 0,
+        disk_mb=node.disk_mb or 0,
+        gpu_count=node.gpu_count,
+        price_per_s=billing.node_price(node),
+        trusted=node.reliability >= settings.JOB_TRUSTED_RELIABILITY,
+        fit=billing.tier_multiplier(node.tier),
+    )

@@ -1,0 +1,9 @@
+from celery import shared_task
+
+from jobs.leases import leases_reap
+
+
+@shared_task(name="jobs.reap_leases", ignore_result=True)
+def reap_leases() -> int:
+    """Return expired leases to the queue; a double fire finds nothing left to do."""
+    return leases_reap()

@@ -1,0 +1,219 @@
+"""Pricing rules, versioned as price books, and the spot prices the market moves.
+
+A price book is one complete rule set (base rates, GPU-tier and region multipliers, the platform
+fee, the cashout minimum and fee, the credit → INR rate) with an `effective_from`. The book in
+force at a moment is the one with the latest `effective_from` at or before it. A book may be
+edited until it takes effect; from then on it is frozen (the models refuse, the admin shows it
+read-only), so any settlement that names its book can be recomputed years later. A change of
+rules is a new book, usually a copy of the current one with the changes (admin action).
+"""
+
+from decimal import Decimal
+from typing import Any, NoReturn
+
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from ledger.errors import ImmutableRecord
+
+MAX_PLATFORM_FEE_BPS = 2000  # 20%: the design caps the fee; the database refuses more
+MAX_CASHOUT_FEE_BPS = 2000
+
+slug_validator = RegexValidator(r"^[a-z0-9][a-z0-9-]{0,31}$", "lowercase letters, digits and '-'")
+multiplier_validators = [MinValueValidator(Decimal("0.001")), MaxValueValidator(Decimal("100"))]
+
+
+def _refuse_frozen(book: "PriceBook") -> NoReturn:
+    raise ImmutableRecord(
+        f"price book v{book.pk} has been in force since {book.effective_from:%Y-%m-%d %H:%M} "
+        "and is frozen: publish a new version instead"
+    )
+
+
+class PriceBook(models.Model):
+    """One version of the pricing rules. Its id is the rule version settlements record."""
+
+    name = models.CharField(max_length=100)
+    effective_from = models.DateTimeField(unique=True)
+    platform_fee_bps = models.PositiveIntegerField(
+        validators=[MaxValueValidator(MAX_PLATFORM_FEE_BPS)],
+        help_text="Platform fee in basis points of each settlement (2000 = 20%, the maximum).",
+    )
+    cashout_fee_bps = models.PositiveIntegerField(
+        default=0,
+        validators=[MaxValueValidator(MAX_CASHOUT_FEE_BPS)],
+        help_text="Fee on a cashout, in basis points of the amount (rounded down to whole paise).",
+    )
+    min_cashout_paise = models.PositiveBigIntegerField(
+        help_text="The smallest cashout, in paise (₹500 = 50000)."
+    )
+    paise_per_credit = models.PositiveIntegerField(
+        validators=[MinValueValidator(1)], help_text="What one credit (100 minor units) is worth."
+    )
+    default_region_multiplier = models.DecimalField(
+        max_digits=6,
+        decimal_places=3,
+        default=Decimal("1.000"),
+        validators=multiplier_validators,
+        help_text="For a region with no row of its own.",
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-effective_from"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(platform_fee_bps__gte=0, platform_fee_bps__lte=MAX_PLATFORM_FEE_BPS),
+                name="pricebook_platform_fee_at_most_20pct",
+            ),
+            models.CheckConstraint(
+                condition=Q(cashout_fee_bps__gte=0, cashout_fee_bps__lte=MAX_CASHOUT_FEE_BPS),
+                name="pricebook_cashout_fee_bounded",
+            ),
+            models.CheckConstraint(
+                condition=Q(paise_per_credit__gte=1), name="pricebook_rate_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(default_region_multiplier__gt=0),
+                name="pricebook_default_region_positive",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"v{self.pk} {self.name} (from {self.effective_from:%Y-%m-%d})"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.in_force_since_saved():
+            _refuse_frozen(self)
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> Any:
+        if self.in_force_since_saved():
+            _refuse_frozen(self)
+        return super().delete(*args, **kwargs)
+
+    @property
+    def version(self) -> int:
+        return self.pk
+
+    def in_force_since_saved(self) -> bool:
+        """Whether the stored row (not this instance's edits) has taken effect."""
+        if self.pk is None:
+            return False
+        stored = PriceBook.objects.filter(pk=self.pk).values_list("effective_from", flat=True)
+        return any(when <= timezone.now() for when in stored)
+
+
+class _BookRow(models.Model):
+    """A row of a price book: frozen with its book."""
+
+    book = models.ForeignKey(PriceBook, on_delete=models.CASCADE)
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self._guard()
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> Any:
+        self._guard()
+        return super().delete(*args, **kwargs)
+
+    def _guard(self) -> None:
+        book = PriceBook.objects.filter(pk=self.book_id).first()
+        if book is not None and book.in_force_since_saved():
+            _refuse_frozen(book)
+
+
+class BaseRate(_BookRow):
+    """Credits-minor per second for a job kind; the kind `default` covers every other kind."""
+
+    book = models.ForeignKey(PriceBook, on_delete=models.CASCADE, related_name="base_rates")
+    job_kind = models.CharField(max_length=32, validators=[slug_validator])
+    rate_per_s_minor = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["book", "job_kind"], name="baserate_book_kind"),
+            models.CheckConstraint(condition=Q(rate_per_s_minor__gte=1), name="baserate_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job_kind}: {self.rate_per_s_minor}/s"
+
+
+class TierMultiplier(_BookRow):
+    """The price multiplier of a GPU tier, keyed by the tier slug the nodes app assigns."""
+
+    book = models.ForeignKey(PriceBook, on_delete=models.CASCADE, related_name="tiers")
+    tier = models.CharField(max_length=32, validators=[slug_validator])
+    multiplier = models.DecimalField(
+        max_digits=6, decimal_places=3, validators=multiplier_validators
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["book", "tier"], name="tiermultiplier_book_tier"),
+            models.CheckConstraint(condition=Q(multiplier__gt=0), name="tiermultiplier_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tier} * {self.multiplier}"
+
+
+class RegionMultiplier(_BookRow):
+    """The price multiplier of a region slug (in, us, uk, eu; see ledger.pricing.region_for)."""
+
+    book = models.ForeignKey(PriceBook, on_delete=models.CASCADE, related_name="regions")
+    region = models.CharField(max_length=16, validators=[slug_validator])
+    multiplier = models.DecimalField(
+        max_digits=6, decimal_places=3, validators=multiplier_validators
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["book", "region"], name="regionmultiplier_book_region"),
+            models.CheckConstraint(condition=Q(multiplier__gt=0), name="regionmultiplier_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.region} * {self.multiplier}"
+
+
+class SpotPrice(models.Model):
+    """The market price per second for a (region, tier): a projection of its events.
+
+    Moved only by `ledger.pricing.spot_price_set` (the market) and `spot_bounds_set` (admins),
+    each appending an event to the stream `spot:<region>:<tier>` at `version`.
+    """
+
+    region = models.CharField(max_length=16, validators=[slug_validator])
+    tier = models.CharField(max_length=32, validators=[slug_validator])
+    price_per_s_minor = models.PositiveBigIntegerField()
+    min_per_s_minor = models.PositiveBigIntegerField()
+    max_per_s_minor = models.PositiveBigIntegerField()
+    version = models.PositiveIntegerField(default=0)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["region", "tier"], name="spotprice_region_tier"),
+            # The market may move the price only within the bounds an admin set.
+            models.CheckConstraint(
+                condition=Q(min_per_s_minor__gte=1)
+                & Q(min_per_s_minor__lte=models.F("max_per_s_minor"))
+                & Q(price_per_s_minor__gte=models.F("min_per_s_minor"))
+                & Q(price_per_s_minor__lte=models.F("max_per_s_minor")),
+                name="spotprice_within_bounds",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.region}/{self.tier}: {self.price_per_s_minor}/s"
+
+    def clamp(self, price: int) -> int:
+        """The nearest price the bounds allow: the market's repricer calls this."""
+        return max(self.min_per_s_minor, min(self.max_per_s_minor, price))

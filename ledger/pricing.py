@@ -1,0 +1,331 @@
+"""The rules in force, regions, and the spot prices the market moves within admin-set bounds.
+
+Regions are lowercase slugs: `in`, `us`, `uk`, `eu`, or any other slug (which takes the book's
+default multiplier). Nodes store an ISO 3166-1 alpha-2 country; `region_for` maps it (or a slug)
+to the region it is priced in, so spot prices are keyed (region slug, tier slug).
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from ledger import quotes
+from ledger.errors import ConflictError, DomainError
+from ledger.models import BaseRate, PriceBook, RegionMultiplier, SpotPrice, TierMultiplier
+from ledger.services import event_append
+
+DEFAULT_JOB_KIND = "default"
+OTHER_REGION = "other"  # a node that did not say where it is
+
+EU_COUNTRIES = frozenset(
+    {
+        "AT", "BE", "BG", "HR", "CY", "CZ", "DK", "EE", "FI", "FR", "DE", "GR", "HU", "IE",
+        "IT", "LV", "LT", "LU", "MT", "NL", "PL", "PT", "RO", "SK", "SI", "ES", "SE",
+    }
+)  # fmt: skip
+_COUNTRY_REGION = {"IN": "in", "US": "us", "GB": "uk", "UK": "uk"}
+
+
+class NoRulesInForce(DomainError):
+    code = "no_price_book"
+    http_status = 503
+
+
+class UnknownTier(DomainError):
+    code = "unknown_tier"
+
+
+class PriceOutOfBounds(DomainError):
+    code = "price_out_of_bounds"
+
+
+def region_for(value: str) -> str:
+    """The region slug of a region slug or an ISO 3166-1 alpha-2 country code, any case.
+
+    in/IN → in, us/US → us, uk/GB → uk, eu or an EU member (DE, FR, …) → eu, blank → other,
+    any other country → its own lowercase code (priced at the book's default multiplier).
+    """
+    code = (value or "").strip().upper()
+    if not code:
+        return OTHER_REGION
+    if code in EU_COUNTRIES or code == "EU":
+        return "eu"
+    return _COUNTRY_REGION.get(code, code.lower())
+
+
+@dataclass(frozen=True)
+class Rules:
+    version: int
+    name: str
+    effective_from: datetime
+    base_rates: dict[str, int]
+    tiers: dict[str, Decimal]
+    regions: dict[str, Decimal]
+    default_region_multiplier: Decimal
+    platform_fee_bps: int
+    cashout_fee_bps: int
+    min_cashout_paise: int
+    paise_per_credit: int
+
+    def base_rate(self, job_kind: str = DEFAULT_JOB_KIND) -> int:
+        return self.base_rates.get(job_kind, self.base_rates[DEFAULT_JOB_KIND])
+
+    def tier_multiplier(self, tier: str) -> Decimal:
+        try:
+            return self.tiers[tier.strip().lower()]
+        except KeyError:
+            known = ", ".join(sorted(self.tiers))
+            raise UnknownTier(
+                f"no price for GPU tier {tier!r} in price book v{self.version} (known: {known})",
+                fields={"tier": [f"one of {known}"]},
+            ) from None
+
+    def region_multiplier(self, region: str) -> Decimal:
+        return self.regions.get(region_for(region), self.default_region_multiplier)
+
+    def spot_initial(self, *, tier: str, region: str, job_kind: str = DEFAULT_JOB_KIND) -> int:
+        return quotes.spot_initial(
+            base_per_s_minor=self.base_rate(job_kind),
+            tier_multiplier=self.tier_multiplier(tier),
+            region_multiplier=self.region_multiplier(region),
+        )
+
+
+def _book_at(when: datetime) -> PriceBook:
+    if timezone.is_naive(when):
+        raise ValueError("rules_at needs a timezone-aware datetime")
+    book = PriceBook.objects.filter(effective_from__lte=when).order_by("-effective_from").first()
+    if book is None:
+        raise NoRulesInForce(f"no price book is in force at {when.isoformat()}")
+    return book
+
+
+def _rules_of(book: PriceBook) -> Rules:
+    return Rules(
+        version=book.pk,
+        name=book.name,
+        effective_from=book.effective_from,
+        base_rates=dict(
+            BaseRate.objects.filter(book=book).values_list("job_kind", "rate_per_s_minor")
+        ),
+        tiers=dict(TierMultiplier.objects.filter(book=book).values_list("tier", "multiplier")),
+        regions=dict(
+            RegionMultiplier.objects.filter(book=book).values_list("region", "multiplier")
+        ),
+        default_region_multiplier=book.default_region_multiplier,
+        platform_fee_bps=book.platform_fee_bps,
+        cashout_fee_bps=book.cashout_fee_bps,
+        min_cashout_paise=book.min_cashout_paise,
+        paise_per_credit=book.paise_per_credit,
+    )
+
+
+def rules_at(when: datetime | None = None) -> Rules:
+    """The rule set in force at `when` (now by default)."""
+    return _rules_of(_book_at(when or timezone.now()))
+
+
+def rules_version(version: int) -> Rules:
+    """The rule set of one book version (to recompute what was settled under it)."""
+    book = PriceBook.objects.filter(pk=version).first()
+    if book is None:
+        raise NoRulesInForce(f"price book v{version} does not exist")
+    return _rules_of(book)
+
+
+def known_tiers(when: datetime | None = None) -> list[str]:
+    return sorted(rules_at(when).tiers)
+
+
+def known_regions(when: datetime | None = None) -> list[str]:
+    """The regions with a multiplier of their own; any other prices at the default."""
+    return sorted(rules_at(when).regions)
+
+
+def book_at(when: datetime | None = None) -> PriceBook:
+    """Just the book row: the settlement's hot path needs only its fee, one query."""
+    return _book_at(when or timezone.now())
+
+
+def price_book_copy(*, source: PriceBook, effective_from: datetime, name: str = "") -> PriceBook:
+    """A new version with the same rules, editable until `effective_from`."""
+    if timezone.is_naive(effective_from):
+        raise ValueError("effective_from must be timezone-aware")
+    with transaction.atomic():
+        book = PriceBook.objects.create(
+            name=name or f"copy of v{source.pk}",
+            effective_from=effective_from,
+            platform_fee_bps=source.platform_fee_bps,
+            cashout_fee_bps=source.cashout_fee_bps,
+            min_cashout_paise=source.min_cashout_paise,
+            paise_per_credit=source.paise_per_credit,
+            default_region_multiplier=source.default_region_multiplier,
+        )
+        BaseRate.objects.bulk_create(
+            BaseRate(book=book, job_kind=r.job_kind, rate_per_s_minor=r.rate_per_s_minor)
+            for r in source.base_rates.all()
+        )
+        TierMultiplier.objects.bulk_create(
+            TierMultiplier(book=book, tier=t.tier, multiplier=t.multiplier)
+            for t in source.tiers.all()
+        )
+        RegionMultiplier.objects.bulk_create(
+            RegionMultiplier(book=book, region=r.region, multiplier=r.multiplier)
+            for r in source.regions.all()
+        )
+    return book
+
+
+# --- Spot prices ------------------------------------------------------------------------------
+
+
+def spot_price_get(*, region: str, tier: str, rules: Rules | None = None) -> int:
+    """The market price now: the spot row if the market has priced it, else the rules' start."""
+    region, tier = region_for(region), tier.strip().lower()
+    price = (
+        SpotPrice.objects.filter(region=region, tier=tier)
+        .values_list("price_per_s_minor", flat=True)
+        .first()
+    )
+    if price is not None:
+        return price
+    return (rules or rules_at()).spot_initial(tier=tier, region=region)
+
+
+def _default_bounds(initial: int) -> tuple[int, int]:
+    low = max(1, initial * settings.ECONOMY_SPOT_MIN_PCT // 100)
+    high = max(low, -(-initial * settings.ECONOMY_SPOT_MAX_PCT // 100))
+    return low, high
+
+
+def _spot_row_locked(*, region: str, tier: str, actor: str) -> SpotPrice:
+    """The (region, tier) row, locked; created at the rules' starting price if new.
+
+    Creation races are settled by the unique key inside a savepoint: the loser reads the row.
+    """
+    row = SpotPrice.objects.select_for_update().filter(region=region, tier=tier).first()
+    if row is not None:
+        return row
+    initial = rules_at().spot_initial(tier=tier, region=region)
+    low, high = _default_bounds(initial)
+    try:
+        with transaction.atomic():
+            row = SpotPrice.objects.create(
+                region=region,
+                tier=tier,
+                price_per_s_minor=initial,
+                min_per_s_minor=low,
+                max_per_s_minor=high,
+                version=1,
+            )
+            event_append(
+                stream=f"spot:{region}:{tier}",
+                type="SpotPriceChanged",
+                actor=actor,
+                expected_version=0,
+                payload={
+                    "region": region,
+                    "tier": tier,
+                    "old_price_per_s_minor": None,
+                    "price_per_s_minor": initial,
+                    "min_per_s_minor": low,
+                    "max_per_s_minor": high,
+                    "reason": "initial price from the rules in force",
+                },
+            )
+            return row
+    except (IntegrityError, ConflictError):
+        # Another transaction created it first and has committed (the unique index waited).
+        return SpotPrice.objects.select_for_update().get(region=region, tier=tier)
+
+
+def _bump(row: SpotPrice, **changes: int) -> None:
+    """Compare-and-set on the row's version: the event at version+1 is the only writer."""
+    changed = SpotPrice.objects.filter(pk=row.pk, version=row.version).update(
+        version=row.version + 1, updated_at=timezone.now(), **changes
+    )
+    if changed != 1:
+        transaction.set_rollback(True)
+        raise ConflictError(f"spot price {row.region}/{row.tier} moved while it was being set")
+
+
+def spot_price_set(*, region: str, tier: str, price: int, reason: str, actor: str) -> SpotPrice:
+    """Move the market price of (region, tier) to `price`, within the row's bounds.
+
+    Appends SpotPriceChanged in the caller's transaction; setting the current price again
+    writes nothing. A price outside the bounds is refused (the repricer clamps with
+    `SpotPrice.clamp` first).
+    """
+    if type(price) is not int or price < 1:
+        raise DomainError("a spot price is a positive integer", fields={"price": ["positive"]})
+    region, tier = region_for(region), tier.strip().lower()
+    with transaction.atomic():
+        row = _spot_row_locked(region=region, tier=tier, actor=actor)
+        if not row.min_per_s_minor <= price <= row.max_per_s_minor:
+            raise PriceOutOfBounds(
+                f"{price}/s is outside the bounds {row.min_per_s_minor}-{row.max_per_s_minor} "
+                f"set for {region}/{tier}",
+                fields={"price": [f"between {row.min_per_s_minor} and {row.max_per_s_minor}"]},
+            )
+        if price == row.price_per_s_minor:
+            return row
+        event_append(
+            stream=f"spot:{region}:{tier}",
+            type="SpotPriceChanged",
+            actor=actor,
+            expected_version=row.version,
+            payload={
+                "region": region,
+                "tier": tier,
+                "old_price_per_s_minor": row.price_per_s_minor,
+                "price_per_s_minor": price,
+                "min_per_s_minor": row.min_per_s_minor,
+                "max_per_s_minor": row.max_per_s_minor,
+                "reason": reason[:200],
+            },
+        )
+        _bump(row, price_per_s_minor=price)
+        row.refresh_from_db()
+        return row
+
+
+def spot_bounds_set(
+    *, region: str, tier: str, min_price: int, max_price: int, actor: str, reason: str = ""
+) -> SpotPrice:
+    """Set the bounds the market may move within (admins); the price is clamped into them."""
+    if type(min_price) is not int or type(max_price) is not int or not 1 <= min_price <= max_price:
+        raise DomainError(
+            "bounds must be integers with 1 ≤ min ≤ max",
+            fields={"min_price": ["1 ≤ min ≤ max"], "max_price": ["1 ≤ min ≤ max"]},
+        )
+    region, tier = region_for(region), tier.strip().lower()
+    with transaction.atomic():
+        row = _spot_row_locked(region=region, tier=tier, actor=actor)
+        price = max(min_price, min(max_price, row.price_per_s_minor))
+        if (row.min_per_s_minor, row.max_per_s_minor, row.price_per_s_minor) == (
+            min_price,
+            max_price,
+            price,
+        ):
+            return row
+        event_append(
+            stream=f"spot:{region}:{tier}",
+            type="SpotBoundsChanged",
+            actor=actor,
+            expected_version=row.version,
+            payload={
+                "region": region,
+                "tier": tier,
+                "min_per_s_minor": min_price,
+                "max_per_s_minor": max_price,
+                "price_per_s_minor": price,
+                "reason": reason[:200],
+            },
+        )
+        _bump(row, min_per_s_minor=min_price, max_per_s_minor=max_price, price_per_s_minor=price)
+        row.refresh_from_db()
+        return row

@@ -1,0 +1,393 @@
+"""Hold, settle, release: the services the jobs app calls inside its own transaction.
+
+- `credits_hold` at submit: the job's maximum cost, available → `job:<id>:held`.
+- `attempt_settle` when an attempt ends: its cost, from the job's hold to the operator's
+  earnings and platform revenue. Exactly once per attempt.
+- `hold_release` when the job ends: whatever is still held goes back to available.
+
+Each takes its locks and appends its event in the caller's transaction, without a savepoint
+(the hot path pays no extra round trips): an error marks the caller's whole transaction for
+rollback, so a refused hold leaves no job behind.
+
+Lock order: the job's hold row first, then balances in account id order (ledger.services), so
+settlements of one job queue on its hold row and never deadlock with each other.
+"""
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from ledger import quotes
+from ledger.accounts import (
+    REVENUE,
+    account_ensure,
+    accounts_by_code,
+    available_code,
+    earnings_code,
+    job_held_code,
+    system_account,
+)
+from ledger.errors import DomainError, IdempotencyConflict, InsufficientFunds
+from ledger.models import Account, AccountKind, Entry, Event
+from ledger.pricing import DEFAULT_JOB_KIND, Rules, book_at, rules_version
+from ledger.services import Leg, entry_post, event_append
+
+
+def _require(name: str, value: object, *, minimum: int = 0) -> int:
+    if type(value) is not int or value < minimum:
+        raise DomainError(
+            f"{name} must be an integer ≥ {minimum}, got {value!r}",
+            fields={name: [f"an integer ≥ {minimum}"]},
+        )
+    return value
+
+
+def _entry_of(event: Event) -> Entry | None:
+    return Entry.objects.filter(event=event).first()
+
+
+def hold_key(job_id: int) -> str:
+    return f"hold:job:{job_id}"
+
+
+def settle_key(attempt_id: int) -> str:
+    return f"settle:attempt:{attempt_id}"
+
+
+# --- Hold -------------------------------------------------------------------------------------
+
+
+def credits_hold(*, submitter_id: int, job_id: int, amount: int, actor: str) -> Entry:
+    """Hold `amount` minor units for `job_id`: available → `job:<id>:held`.
+
+    Once per job (idempotency key `hold:job:<id>`): the same call again returns the original
+    entry; a different amount for the same job is an IdempotencyConflict (409). Not enough
+    available credits raises InsufficientFunds (402) and marks the caller's transaction for
+    rollback, so nothing of the submission is created.
+    """
+    _require("submitter_id", submitter_id, minimum=1)
+    _require("job_id", job_id, minimum=1)
+    _require("amount", amount, minimum=1)
+    key = hold_key(job_id)
+    with transaction.atomic(savepoint=False):
+        # The submitter's row first: concurrent submits by one person queue here, and the
+        # idempotency check below sees a committed twin.
+        available = (
+            Account.objects.select_for_update().filter(code=available_code(submitter_id)).first()
+        )
+        original = Event.objects.filter(idempotency_key=key).first()
+        if original is not None:
+            if (original.payload["submitter_id"], original.payload["amount_minor"]) != (
+                submitter_id,
+                amount,
+            ):
+                raise IdempotencyConflict(f"job {job_id} already holds a different amount")
+            return _entry_of(original)
+        balance = available.balance if available is not None else 0
+        if balance < amount:
+            transaction.set_rollback(True)
+            raise InsufficientFunds(
+                f"this job needs {quotes.format_minor(amount)} credits held, but only "
+                f"{quotes.format_minor(balance)} are available: top up or lower the job's "
+                "price ceiling, timeout or slices",
+                fields={"credits": [f"need {amount}, available {balance} (minor units)"]},
+            )
+        held = account_ensure(
+            code=job_held_code(job_id), kind=AccountKind.HELD, owner_id=submitter_id
+        )
+        if held.owner_id != submitter_id:
+            raise DomainError(f"job {job_id}'s hold belongs to another submitter")
+        return entry_post(
+            kind="hold",
+            legs=[Leg(available, -amount), Leg(held, amount)],
+            stream=key,
+            event_type="CreditsHeld",
+            payload={"job_id": job_id, "submitter_id": submitter_id, "amount_minor": amount},
+            actor=actor,
+            idempotency_key=key,
+        )
+
+
+def job_held_balance(job_id: int) -> int:
+    """What is still held for a job (0 if nothing was ever held)."""
+    return (
+        Account.objects.filter(code=job_held_code(job_id)).values_list("balance", flat=True).first()
+        or 0
+    )
+
+
+# --- Settle -----------------------------------------------------------------------------------
+
+# The inputs that identify one settlement request: a replay must repeat them exactly.
+_SETTLE_INPUTS = (
+    "job_id",
+    "submitter_id",
+    "operator_id",
+    "price_per_s_minor",
+    "runtime_ms",
+    "timeout_ms",
+    "charge",
+)
+
+
+def attempt_settle(
+    *,
+    attempt_id: int,
+    job_id: int,
+    submitter_id: int,
+    operator_id: int,
+    price_per_s_minor: int,
+    runtime_ms: int,
+    timeout_ms: int,
+    charge: bool = True,
+    priced_at: datetime | None = None,
+    tier: str = "",
+    region: str = "",
+    job_kind: str = DEFAULT_JOB_KIND,
+    node_id: int | None = None,
+    actor: str = "system",
+) -> Entry | None:
+    """Settle one attempt, exactly once (idempotency key `settle:attempt:<id>`).
+
+    cost = floor(price_per_s_minor * min(runtime_ms, timeout_ms) / 1000), charged only if
+    `charge` (an infrastructure failure is not) and never more than is still held for the job.
+    The platform fee is floor(charged * fee bps / 10000) under the price book in force at
+    `priced_at` (the claim time: the price and the fee are fixed when the node takes the work;
+    now if omitted); the operator gets the rest. Every input and rule figure goes into the
+    AttemptSettled event, so `settlement_recompute` can redo the sum.
+
+    Returns the entry, or None when nothing was charged (the event is still written: the
+    attempt is settled at zero). A replay returns the original and moves nothing; a replay with
+    different inputs is an IdempotencyConflict.
+    """
+    for name, value in (("attempt_id", attempt_id), ("job_id", job_id)):
+        _require(name, value, minimum=1)
+    _require("submitter_id", submitter_id, minimum=1)
+    _require("operator_id", operator_id, minimum=1)
+    _require("price_per_s_minor", price_per_s_minor)
+    _require("runtime_ms", runtime_ms)
+    _require("timeout_ms", timeout_ms)
+    if type(charge) is not bool:
+        raise DomainError("charge must be a boolean", fields={"charge": ["true or false"]})
+    if priced_at is not None and timezone.is_naive(priced_at):
+        raise ValueError("priced_at must be timezone-aware")
+    key = settle_key(attempt_id)
+    inputs: dict[str, Any] = {
+        "job_id": job_id,
+        "submitter_id": submitter_id,
+        "operator_id": operator_id,
+        "price_per_s_minor": price_per_s_minor,
+        "runtime_ms": runtime_ms,
+        "timeout_ms": timeout_ms,
+        "charge": charge,
+    }
+    with transaction.atomic(savepoint=False):
+        # Serialises every settlement of this job, so a twin fired concurrently waits here and
+        # then finds the first one's event below instead of failing on the unique key.
+        held = Account.objects.select_for_update().filter(code=job_held_code(job_id)).first()
+        original = Event.objects.filter(idempotency_key=key).first()
+        if original is not None:
+            if any(original.payload[name] != inputs[name] for name in _SETTLE_INPUTS):
+                raise IdempotencyConflict(
+                    f"attempt {attempt_id} was already settled with different figures"
+                )
+            return _entry_of(original)
+        if held is not None and held.owner_id != submitter_id:
+            raise DomainError(f"job {job_id}'s hold belongs to another submitter")
+        held_before = held.balance if held is not None else 0
+        when = priced_at or timezone.now()
+        book = book_at(when)
+        billed = quotes.billed_ms(runtime_ms=runtime_ms, timeout_ms=timeout_ms)
+        cost = quotes.cost_minor(price_per_s_minor=price_per_s_minor, billed_ms=billed)
+        charged = min(cost, held_before) if charge else 0
+        split = quotes.fee_split(cost=charged, fee_bps=book.platform_fee_bps)
+        payload = {
+            "attempt_id": attempt_id,
+            **inputs,
+            "node_id": node_id,
+            "billed_ms": billed,
+            "held_before_minor": held_before,
+            "cost_minor": cost if charge else 0,
+            "charged_minor": split.cost,
+            "fee_minor": split.fee,
+            "operator_minor": split.operator,
+            "fee_bps": book.platform_fee_bps,
+            "book_version": book.pk,
+            "priced_at": when.isoformat(),
+            "tier": tier,
+            "region": region,
+            "job_kind": job_kind,
+        }
+        stream = key
+        if split.cost == 0:
+            event_append(
+                stream=stream,
+                type="AttemptSettled",
+                payload=payload,
+                actor=actor,
+                expected_version=0,
+                idempotency_key=key,
+            )
+            return None
+        codes = [earnings_code(operator_id), REVENUE]
+        found = accounts_by_code(codes)
+        earnings = found.get(codes[0]) or account_ensure(
+            code=codes[0], kind=AccountKind.EARNINGS, owner_id=operator_id
+        )
+        revenue = found.get(REVENUE) or system_account(REVENUE)
+        legs = [Leg(held, -split.cost)]
+        if split.operator:
+            legs.append(Leg(earnings, split.operator))
+        if split.fee:
+            legs.append(Leg(revenue, split.fee))
+        return entry_post(
+            kind="settlement",
+            legs=legs,
+            stream=stream,
+            expected_version=0,
+            event_type="AttemptSettled",
+            payload=payload,
+            actor=actor,
+            idempotency_key=key,
+        )
+
+
+@dataclass(frozen=True)
+class SettlementFigures:
+    billed_ms: int
+    cost_minor: int
+    charged_minor: int
+    fee_minor: int
+    operator_minor: int
+    fee_bps: int
+    book_version: int
+
+
+def settlement_recompute(record: Entry | Event, *, rules: Rules | None = None) -> SettlementFigures:
+    """Redo a settlement's arithmetic from its recorded inputs and its price book (pass `rules`
+    to reuse a book already read)."""
+    event = record.event if isinstance(record, Entry) else record
+    if event.type != "AttemptSettled":
+        raise DomainError(f"event {event.pk} is a {event.type}, not a settlement")
+    p = event.payload
+    if rules is None or rules.version != p["book_version"]:
+        rules = rules_version(p["book_version"])
+    billed = quotes.billed_ms(runtime_ms=p["runtime_ms"], timeout_ms=p["timeout_ms"])
+    cost = quotes.cost_minor(price_per_s_minor=p["price_per_s_minor"], billed_ms=billed)
+    if not p["charge"]:
+        cost = 0
+    split = quotes.fee_split(cost=min(cost, p["held_before_minor"]), fee_bps=rules.platform_fee_bps)
+    return SettlementFigures(
+        billed_ms=billed,
+        cost_minor=cost,
+        charged_minor=split.cost,
+        fee_minor=split.fee,
+        operator_minor=split.operator,
+        fee_bps=rules.platform_fee_bps,
+        book_version=rules.version,
+    )
+
+
+def settlement_check(event: Event, figures: SettlementFigures | None = None) -> list[str]:
+    """Where the recorded settlement differs from its recomputation (empty: it agrees)."""
+    figures = figures or settlement_recompute(event)
+    p = event.payload
+    problems = [
+        f"settlement {event.pk} (attempt {p['attempt_id']}): {name} recorded {p[name]}, "
+        f"recomputed {getattr(figures, name)}"
+        for name in (
+            "billed_ms",
+            "cost_minor",
+            "charged_minor",
+            "fee_minor",
+            "operator_minor",
+            "fee_bps",
+        )
+        if p[name] != getattr(figures, name)
+    ]
+    moved = {}
+    for code, amount, _currency in p.get("postings", []):
+        moved[code] = moved.get(code, 0) + amount
+    expected = {}
+    if figures.charged_minor:
+        expected[job_held_code(p["job_id"])] = -figures.charged_minor
+    if figures.operator_minor:
+        expected[earnings_code(p["operator_id"])] = figures.operator_minor
+    if figures.fee_minor:
+        expected[REVENUE] = figures.fee_minor
+    if moved != expected:
+        problems.append(f"settlement {event.pk}: postings {moved}, recomputed {expected}")
+    return problems
+
+
+@dataclass(frozen=True)
+class SettlementRecord:
+    attempt_id: int
+    event_id: int
+    charged_minor: int
+    operator_minor: int
+    fee_minor: int
+    charge: bool
+    recorded_at: datetime
+
+
+def settlements_for_attempts(attempt_ids: Iterable[int]) -> dict[int, SettlementRecord]:
+    """The settlement of each attempt that has one (for the jobs app's invariant: every ended
+    attempt settled exactly once). One indexed query per 1000 attempts."""
+    ids = list(attempt_ids)
+    found: dict[int, SettlementRecord] = {}
+    for start in range(0, len(ids), 1000):
+        keys = [settle_key(a) for a in ids[start : start + 1000]]
+        for event in Event.objects.filter(idempotency_key__in=keys).only(
+            "id", "payload", "recorded_at"
+        ):
+            p = event.payload
+            found[p["attempt_id"]] = SettlementRecord(
+                attempt_id=p["attempt_id"],
+                event_id=event.pk,
+                charged_minor=p["charged_minor"],
+                operator_minor=p["operator_minor"],
+                fee_minor=p["fee_minor"],
+                charge=p["charge"],
+                recorded_at=event.recorded_at,
+            )
+    return found
+
+
+# --- Release ----------------------------------------------------------------------------------
+
+
+def hold_release(*, job_id: int, submitter_id: int, actor: str) -> Entry | None:
+    """Give back whatever is still held for `job_id` (held → available) when the job ends.
+
+    Idempotent: with nothing held (already released, fully spent, never held) it writes
+    nothing and returns None. A settlement after the release finds nothing held and charges
+    nothing.
+    """
+    _require("job_id", job_id, minimum=1)
+    _require("submitter_id", submitter_id, minimum=1)
+    with transaction.atomic(savepoint=False):
+        held = Account.objects.select_for_update().filter(code=job_held_code(job_id)).first()
+        if held is None or held.balance == 0:
+            return None
+        if held.owner_id != submitter_id:
+            raise DomainError(f"job {job_id}'s hold belongs to another submitter")
+        available = account_ensure(
+            code=available_code(submitter_id), kind=AccountKind.AVAILABLE, owner_id=submitter_id
+        )
+        return entry_post(
+            kind="release",
+            legs=[Leg(held, -held.balance), Leg(available, held.balance)],
+            stream=hold_key(job_id),
+            event_type="CreditsReleased",
+            payload={
+                "job_id": job_id,
+                "submitter_id": submitter_id,
+                "amount_minor": held.balance,
+            },
+            actor=actor,
+        )

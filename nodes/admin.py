@@ -1,0 +1,104 @@
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from nodes.models import DriverBlock, GpuTier, Node
+from nodes.services import (
+    Rule,
+    driver_blocks_enforce,
+    node_quarantine,
+    node_quarantine_lift,
+    node_retire,
+)
+
+
+def _actor(request: HttpRequest) -> str:
+    return f"user:{request.user.pk}"
+
+
+@admin.register(Node)
+class NodeAdmin(admin.ModelAdmin):
+    """Nodes change state only through services (each change is an event): the admin shows
+    them and acts through actions."""
+
+    list_display = (
+        "id",
+        "name",
+        "operator",
+        "state",
+        "tier",
+        "region",
+        "gpu_name",
+        "reliability",
+        "last_heartbeat_at",
+        "quarantine_rule",
+    )
+    list_filter = ("state", "tier", "region", "quarantine_rule", "fp16_ok")
+    search_fields = ("name", "operator__username", "gpu_name", "agent_key_prefix")
+    list_select_related = ("operator",)
+    show_full_result_count = False
+    actions = ["lift_quarantine", "quarantine", "retire"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Node | None = None) -> list[str]:
+        return [field.name for field in Node._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # nodes are registered by their agent, which receives the key
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False  # retire instead: the history stays
+
+    @admin.action(description="Lift the quarantine of the selected nodes")
+    def lift_quarantine(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
+        lifted = sum(node_quarantine_lift(node=node, actor=_actor(request)) for node in queryset)
+        messages.success(request, f"Lifted the quarantine of {lifted} node(s).")
+
+    @admin.action(description="Quarantine the selected nodes")
+    def quarantine(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
+        done = sum(
+            node_quarantine(
+                node=node,
+                rule=Rule.ADMIN,
+                actor=_actor(request),
+                reason="Quarantined by an admin; contact support.",
+            )
+            for node in queryset
+        )
+        messages.success(request, f"Quarantined {done} node(s).")
+
+    @admin.action(description="Retire the selected nodes (revokes their agent keys)")
+    def retire(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
+        done = sum(node_retire(node=node, actor=_actor(request)) for node in queryset)
+        messages.success(request, f"Retired {done} node(s).")
+
+
+@admin.register(GpuTier)
+class GpuTierAdmin(admin.ModelAdmin):
+    """Edits apply to nodes as they register or report their hardware (each agent start)."""
+
+    list_display = (
+        "slug",
+        "label",
+        "kind",
+        "pattern",
+        "mobile",
+        "min_vram_mb",
+        "multiplier",
+        "rank",
+    )
+    list_editable = ("multiplier", "rank")
+    list_filter = ("kind", "mobile")
+    search_fields = ("slug", "label", "pattern")
+
+
+@admin.register(DriverBlock)
+class DriverBlockAdmin(admin.ModelAdmin):
+    list_display = ("vendor", "pattern", "reason", "created_at")
+    search_fields = ("pattern", "reason")
+    readonly_fields = ("created_at",)
+
+    def save_model(self, request: HttpRequest, obj: DriverBlock, form, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        count = driver_blocks_enforce(actor=_actor(request))
+        if count:
+            messages.warning(request, f"Quarantined {count} node(s) running a blocked driver.")

@@ -1,0 +1,139 @@
+"""The nodes API: operators manage their nodes, agents heartbeat. Thin: validate, one service,
+serialize."""
+
+from django.conf import settings
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, status
+from rest_framework.pagination import CursorPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from computepool.api.permissions import IsOperator
+from nodes.auth import IsAgent
+from nodes.selectors import node_get, node_history, node_list
+from nodes.serializers import (
+    AgentMeOut,
+    HeartbeatIn,
+    HeartbeatOut,
+    NodeEventOut,
+    NodeOut,
+    NodeRegisteredOut,
+    NodeRegisterIn,
+    NodeRenameIn,
+)
+from nodes.services import node_heartbeat, node_register, node_rename, node_retire
+from nodes.signing import hub_public_key_b64
+
+
+def _actor(request: Request) -> str:
+    return f"user:{request.user.pk}"
+
+
+class NodeListCreateApi(generics.ListAPIView):
+    """Your nodes. Registering one (the agent does it) returns its agent key once."""
+
+    permission_classes = [IsOperator]
+    serializer_class = NodeOut
+
+    def get_queryset(self):
+        return node_list(operator=self.request.user)
+
+    @extend_schema(
+        request=NodeRegisterIn,
+        responses={201: NodeRegisteredOut},
+        summary="Register a node (operator key)",
+    )
+    def post(self, request: Request) -> Response:
+        data = NodeRegisterIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        node, agent_key = node_register(
+            operator=request.user,
+            name=data.validated_data["name"],
+            region=data.validated_data["region"],
+            capabilities=data.validated_data["capabilities"],
+            actor=_actor(request),
+        )
+        body = NodeRegisteredOut(
+            {
+                "node": node,
+                "agent_key": agent_key,
+                "hub_public_key": hub_public_key_b64(),
+                "heartbeat_interval_s": settings.NODE_HEARTBEAT_INTERVAL_S,
+            }
+        )
+        return Response(body.data, status=status.HTTP_201_CREATED)
+
+
+class NodeDetailApi(APIView):
+    permission_classes = [IsOperator]
+
+    @extend_schema(responses=NodeOut, summary="One of your nodes")
+    def get(self, request: Request, node_id: int) -> Response:
+        return Response(NodeOut(node_get(operator=request.user, node_id=node_id)).data)
+
+    @extend_schema(request=NodeRenameIn, responses=NodeOut, summary="Rename one of your nodes")
+    def patch(self, request: Request, node_id: int) -> Response:
+        node = node_get(operator=request.user, node_id=node_id)
+        data = NodeRenameIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        node = node_rename(node=node, name=data.validated_data["name"], actor=_actor(request))
+        return Response(NodeOut(node).data)
+
+
+class NodeRetireApi(APIView):
+    permission_classes = [IsOperator]
+
+    @extend_schema(
+        request=None,
+        responses=NodeOut,
+        summary="Retire one of your nodes for good (revokes its agent key)",
+    )
+    def post(self, request: Request, node_id: int) -> Response:
+        node = node_get(operator=request.user, node_id=node_id)
+        node_retire(node=node, actor=_actor(request))
+        return Response(NodeOut(node).data)
+
+
+class HistoryPagination(CursorPagination):
+    ordering = "-version"
+    page_size_query_param = "page_size"
+    max_page_size = 200
+
+
+class NodeHistoryApi(generics.ListAPIView):
+    """What happened to the node, newest first: every state change with its reason."""
+
+    permission_classes = [IsOperator]
+    serializer_class = NodeEventOut
+    pagination_class = HistoryPagination
+
+    def get_queryset(self):
+        node = node_get(operator=self.request.user, node_id=self.kwargs["node_id"])
+        return node_history(node=node)
+
+
+class AgentMeApi(APIView):
+    permission_classes = [IsAgent]
+
+    @extend_schema(responses=AgentMeOut, summary="The node this agent key belongs to")
+    def get(self, request: Request) -> Response:
+        return Response(AgentMeOut(request.auth).data)
+
+
+class AgentHeartbeatApi(APIView):
+    permission_classes = [IsAgent]
+
+    @extend_schema(request=HeartbeatIn, responses=HeartbeatOut, summary="Agent heartbeat")
+    def post(self, request: Request) -> Response:
+        data = HeartbeatIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        reply = node_heartbeat(
+            node=request.auth,
+            status=data.validated_data["status"],
+            load=data.validated_data["load"],
+            gpus=data.validated_data["gpus"],
+            lease_tokens=data.validated_data["leases"],
+            capabilities=data.validated_data["capabilities"],
+        )
+        return Response(HeartbeatOut(reply).data)

@@ -1,0 +1,14 @@
+from ledger.errors import ConflictError, DomainError
+
+
+class NodeLimitReached(DomainError):
+    code = "node_limit"
+    http_status = 409
+
+
+class NodeRetired(ConflictError):
+    code = "node_retired"
+
+
+class NodeStateConflict(ConflictError):
+    code = "state_conflict"

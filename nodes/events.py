@@ -1,0 +1,80 @@
+"""The nodes' event types, all on the stream `node:<id>`.
+
+Every event that moves a node's state carries `from` and `to`, so the history reads as a list of
+flips and the projection replays state from `to` alone.
+"""
+
+from ledger.registry import INT, NON_NEGATIVE_INT, NULLABLE_INT, STR, register
+
+STATE = {
+    "type": "string",
+    "enum": ["online", "degraded", "offline", "draining", "quarantined", "retired"],
+}
+FLIP = {"from": STATE, "to": STATE}
+
+register(
+    "NodeRegistered",
+    properties={
+        "node_id": INT,
+        "operator_id": INT,
+        "name": STR,
+        "region": STR,
+        "state": STATE,
+        "tier": STR,
+        "gpu_name": STR,
+        "gpu_vram_mb": NULLABLE_INT,
+        "compute_capability": NULLABLE_INT,
+        "driver_version": STR,
+        "key_prefix": STR,
+    },
+    description="An operator registered a node; its agent key was issued.",
+)
+register(
+    "NodeRenamed",
+    properties={"name": STR, "previous": STR},
+    description="The operator renamed the node.",
+)
+register(
+    "NodeStateChanged",
+    properties={**FLIP, "reason": STR},
+    description="Liveness: a heartbeat, a missed heartbeat, or the agent draining.",
+)
+register(
+    "NodeQuarantined",
+    properties={**FLIP, "rule": STR, "reason": STR},
+    description="The node was disqualified; `reason` is what the operator sees.",
+)
+register(
+    "NodeQuarantineLifted",
+    properties={**FLIP},
+    description="An admin lifted the quarantine; the next heartbeat brings the node online.",
+)
+register(
+    "NodeRetired",
+    properties={**FLIP},
+    description="The operator retired the node; its agent key is revoked.",
+)
+register(
+    "NodeCapabilitiesChanged",
+    properties={
+        "tier": STR,
+        "previous_tier": STR,
+        "gpu_name": STR,
+        "gpu_vram_mb": NULLABLE_INT,
+        "compute_capability": NULLABLE_INT,
+        "driver_version": STR,
+        "cpu_cores": NULLABLE_INT,
+        "ram_mb": NULLABLE_INT,
+    },
+    description="The agent reported different hardware.",
+)
+register(
+    "NodeThermalThrottled",
+    properties={"gpus": {"type": "array", "items": NULLABLE_INT}, "recent": NON_NEGATIVE_INT},
+    description="A thermal-throttle episode began; `recent` counts episodes in the window.",
+)
+register(
+    "NodeCooledDown",
+    properties={"until": STR, "consecutive_failures": NON_NEGATIVE_INT},
+    description="Failures in a row: the node takes no work until `until`.",
+)

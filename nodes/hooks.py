@@ -1,0 +1,66 @@
+"""Where apps above nodes (jobs) plug into heartbeats and into nodes leaving service.
+
+nodes never imports jobs; jobs registers its functions here from its AppConfig.ready.
+
+Heartbeat hook: `fn(node, lease_tokens) -> {"leases": {token: expires_at_iso}, "cancel": [token]}`.
+Called on every heartbeat after the node's own update, with the lease tokens the agent says it
+holds (possibly none), outside any transaction. Either key may be missed out. It is on the hot
+path: return without a query when there is nothing to do, and extend every lease in one
+statement. An exception fails the heartbeat (the agent retries); the node's liveness is already
+recorded by then.
+
+Offline hook: `fn(node_ids)`, called with the ids of nodes that just left service: went
+offline (reaper), were quarantined or were retired. It runs inside the transaction that moved
+them, so "the node is out" and "its leases are back in the queue" commit together or not at all,
+and a crash between the two cannot leave an offline node holding leases. Keep it set-based (one
+UPDATE … WHERE node_id IN …): the reaper may pass 100k ids. An exception rolls the transition
+back, and the reaper tries again on its next run.
+"""
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nodes.models import Node
+
+HeartbeatHook = Callable[["Node", list[str]], dict[str, Any] | None]
+OfflineHook = Callable[[list[int]], None]
+
+_heartbeat_hooks: list[HeartbeatHook] = []
+_offline_hooks: list[OfflineHook] = []
+
+
+def register_heartbeat_hook(fn: HeartbeatHook) -> None:
+    if fn not in _heartbeat_hooks:  # ready() may run twice (tests, reloads)
+        _heartbeat_hooks.append(fn)
+
+
+def register_offline_hook(fn: OfflineHook) -> None:
+    if fn not in _offline_hooks:
+        _offline_hooks.append(fn)
+
+
+def unregister(fn: Callable[..., Any]) -> None:
+    for hooks in (_heartbeat_hooks, _offline_hooks):
+        if fn in hooks:
+            hooks.remove(fn)
+
+
+def heartbeat_contributions(
+    node: "Node", lease_tokens: list[str]
+) -> tuple[dict[str, str], list[str]]:
+    leases: dict[str, str] = {}
+    cancel: list[str] = []
+    for hook in _heartbeat_hooks:
+        contribution = hook(node, list(lease_tokens)) or {}
+        leases.update(contribution.get("leases") or {})
+        cancel.extend(t for t in contribution.get("cancel") or [] if t not in cancel)
+    return leases, cancel
+
+
+def notify_offline(node_ids: Sequence[int]) -> None:
+    if not node_ids:
+        return
+    ids = list(node_ids)
+    for hook in _offline_hooks:
+        hook(ids)

@@ -1,0 +1,226 @@
+"""Nodes, the GPU tier table and the driver blocklist.
+
+A node's state moves only through nodes.services, by compare-and-set, each move appending its
+event to the stream `node:<id>` in the same transaction. `event_version` is that stream's
+version: every writer bumps it in the UPDATE that changes the row, so a set-based transition
+learns each node's next version from UPDATE … RETURNING instead of querying the log.
+"""
+
+import re
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+# A new node's reliability prior: Beta(1, 1), mean 0.5 and the weight of two outcomes, so a
+# handful of successes moves it and nobody starts out trusted (see docs/nodes.md).
+PRIOR_ALPHA = 1.0
+PRIOR_BETA = 1.0
+
+
+class NodeState(models.TextChoices):
+    ONLINE = "online"
+    DEGRADED = "degraded"
+    OFFLINE = "offline"
+    DRAINING = "draining"
+    QUARANTINED = "quarantined"
+    RETIRED = "retired"
+
+
+# States whose heartbeat deadlines the reaper watches.
+LIVE_STATES = (NodeState.ONLINE, NodeState.DEGRADED, NodeState.DRAINING)
+
+
+class Node(models.Model):
+    operator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="nodes", db_index=False
+    )
+    name = models.CharField(max_length=100)
+    region = models.CharField(max_length=2, blank=True, help_text="ISO 3166-1 alpha-2, or blank")
+    state = models.CharField(max_length=16, choices=NodeState.choices, default=NodeState.OFFLINE)
+    state_changed_at = models.DateTimeField(default=timezone.now)
+    # The version of the stream node:<id>: bumped in the same UPDATE as every change it records.
+    event_version = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    # The agent key: sha256 of a 256-bit random key (people.keys), so one indexed lookup. Unique
+    # by a constraint rather than unique=True, which on PostgreSQL adds a second (LIKE) index
+    # that every heartbeat would have to update.
+    agent_key_hash = models.CharField(max_length=64)
+    agent_key_prefix = models.CharField(max_length=16)
+    key_revoked_at = models.DateTimeField(null=True, blank=True)
+
+    # Capabilities, normalised from what the agent reported. NULL means "not reported": a
+    # requirement compared with NULL never passes, so a node never gets work it may not fit.
+    tier = models.CharField(max_length=32, default="cpu")
+    gpu_count = models.PositiveSmallIntegerField(default=0)
+    gpu_name = models.CharField(max_length=200, blank=True)
+    gpu_vendor = models.CharField(max_length=32, blank=True)
+    gpu_vram_mb = models.PositiveIntegerField(null=True, blank=True)
+    compute_capability = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="major × 10 + minor: 89 for 8.9"
+    )
+    driver_version = models.CharField(max_length=64, blank=True)
+    fp16_ok = models.BooleanField(default=False)
+    cpu_cores = models.PositiveSmallIntegerField(null=True, blank=True)
+    ram_mb = models.PositiveIntegerField(null=True, blank=True)
+    disk_mb = models.PositiveIntegerField(null=True, blank=True)
+    avx2 = models.BooleanField(default=False)
+    avx512 = models.BooleanField(default=False)
+    sandboxes = models.JSONField(default=list, blank=True)
+    agent_version = models.CharField(max_length=32, blank=True)
+    capabilities = models.JSONField(default=dict, blank=True)
+
+    # Liveness, written by heartbeats (which are not events: too many, nothing to replay).
+    last_heartbeat_at = models.DateTimeField(null=True, blank=True)
+    degraded_after = models.DateTimeField(null=True, blank=True)
+    offline_after = models.DateTimeField(null=True, blank=True)
+    load = models.JSONField(default=dict, blank=True)
+    gpu_state = models.JSONField(default=list, blank=True)
+    throttled = models.BooleanField(default=False)
+    # Start times (ISO) of recent thermal-throttle episodes, pruned to the window.
+    thermal_events = models.JSONField(default=list, blank=True)
+
+    # Earned reliability: Beta(alpha, beta) with decaying evidence; `reliability` is its mean.
+    rel_alpha = models.FloatField(default=PRIOR_ALPHA)
+    rel_beta = models.FloatField(default=PRIOR_BETA)
+    reliability = models.FloatField(default=PRIOR_ALPHA / (PRIOR_ALPHA + PRIOR_BETA))
+    reliability_at = models.DateTimeField(default=timezone.now)
+    consecutive_failures = models.PositiveSmallIntegerField(default=0)
+    cooldown_until = models.DateTimeField(null=True, blank=True)
+
+    quarantine_rule = models.CharField(max_length=32, blank=True)
+    quarantine_reason = models.CharField(max_length=500, blank=True)
+    quarantined_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            # The operator's node list: WHERE operator_id = ? ORDER BY id DESC.
+            models.Index(fields=["operator", "-id"], name="node_operator_id"),
+            # The reaper, online → degraded: WHERE state = 'online' AND degraded_after < now.
+            models.Index(
+                fields=["degraded_after"],
+                name="node_degraded_due",
+                condition=Q(state=NodeState.ONLINE),
+            ),
+            # The reaper, → offline: WHERE state = <live state> AND offline_after < now.
+            models.Index(
+                fields=["offline_after"],
+                name="node_offline_due",
+                condition=Q(state__in=LIVE_STATES),
+            ),
+            # Supply per market, for repricing and for "can any online node run this job?":
+            # WHERE state = 'online' AND region = ? AND tier IN (…). Partial on online, so
+            # nodes leaving service cost the reaper no insert into it.
+            models.Index(
+                fields=["region", "tier"],
+                name="node_online_market",
+                condition=Q(state=NodeState.ONLINE),
+            ),
+            # GPU fit: WHERE state = 'online' AND gpu_vram_mb >= ? AND compute_capability >= ?.
+            models.Index(
+                fields=["gpu_vram_mb", "compute_capability"],
+                name="node_online_gpu_fit",
+                condition=Q(state=NodeState.ONLINE),
+            ),
+            # CPU fit: WHERE state = 'online' AND cpu_cores >= ? AND ram_mb >= ?.
+            models.Index(
+                fields=["cpu_cores", "ram_mb"],
+                name="node_online_cpu_fit",
+                condition=Q(state=NodeState.ONLINE),
+            ),
+        ]
+        constraints = [
+            # Authentication: WHERE agent_key_hash = ? (one row, one index probe).
+            models.UniqueConstraint(fields=["agent_key_hash"], name="node_agent_key"),
+            models.CheckConstraint(
+                condition=Q(rel_alpha__gt=0) & Q(rel_beta__gt=0), name="node_reliability_positive"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"node {self.pk} ({self.name})"
+
+    @property
+    def stream(self) -> str:
+        return f"node:{self.pk}"
+
+    @property
+    def throttle_id(self) -> str:
+        # The API's per-key throttle budgets each credential; an agent key's budget is its node.
+        return f"n{self.pk}"
+
+    @property
+    def actor(self) -> str:
+        return f"node:{self.pk}"
+
+    def cooling_down(self, now=None) -> bool:
+        return self.cooldown_until is not None and self.cooldown_until > (now or timezone.now())
+
+
+class TierKind(models.TextChoices):
+    NAMED = "named", "a GPU model, matched by name"
+    GENERIC = "generic", "an unknown GPU, by its VRAM"
+    CPU = "cpu", "no GPU"
+
+
+class GpuTier(models.Model):
+    """GPU name → tier, and the tier's price multiplier. Admin-editable; seeded by migration.
+
+    A named tier's `pattern` is a regular expression searched in the normalised GPU name
+    (lowercase, punctuation → spaces: "nvidia geforce rtx 4090"). Named tiers are tried in
+    `rank` order; a name that matches none gets the generic tier of the largest `min_vram_mb`
+    its VRAM reaches. Mobile GPUs ("Laptop GPU", "Max-Q") only match tiers marked mobile: at a
+    fraction of the desktop card's power they are not that card.
+    """
+
+    slug = models.SlugField(max_length=32, unique=True)
+    label = models.CharField(max_length=100)
+    kind = models.CharField(max_length=8, choices=TierKind.choices, default=TierKind.NAMED)
+    pattern = models.CharField(max_length=200, blank=True)
+    mobile = models.BooleanField(default=False)
+    min_vram_mb = models.PositiveIntegerField(null=True, blank=True)
+    multiplier = models.DecimalField(max_digits=5, decimal_places=2)
+    rank = models.PositiveSmallIntegerField(default=100)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ("rank", "slug")
+        constraints = [
+            models.CheckConstraint(condition=Q(multiplier__gt=0), name="gputier_multiplier_pos"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.slug} ×{self.multiplier}"
+
+    def clean(self) -> None:
+        if self.kind == TierKind.NAMED:
+            if not self.pattern:
+                raise ValidationError({"pattern": "A named tier needs a pattern."})
+            try:
+                re.compile(self.pattern)
+            except re.error as exc:
+                raise ValidationError({"pattern": f"Not a regular expression: {exc}"}) from None
+        if self.kind == TierKind.GENERIC and self.min_vram_mb is None:
+            raise ValidationError({"min_vram_mb": "A generic tier needs a VRAM lower bound."})
+
+
+class DriverBlock(models.Model):
+    """A GPU driver version nodes must not run jobs on (a known-bad release)."""
+
+    vendor = models.CharField(max_length=32, blank=True, help_text="blank: any vendor")
+    pattern = models.CharField(
+        max_length=64, help_text="driver version, * and ? as wildcards: 535.54.*"
+    )
+    reason = models.CharField(max_length=300)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["vendor", "pattern"], name="driverblock_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.vendor or 'any'} {self.pattern}"

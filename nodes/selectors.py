@@ -1,0 +1,26 @@
+"""Reads: an operator's nodes, and a node's history from the event log."""
+
+from typing import Any
+
+from django.db.models import QuerySet
+from django.http import Http404
+
+from ledger.models import Event
+from nodes.models import Node
+
+
+def node_list(*, operator: Any) -> QuerySet[Node]:
+    return Node.objects.filter(operator=operator)
+
+
+def node_get(*, operator: Any, node_id: int) -> Node:
+    """The operator's node; another operator's node is 404, exactly like a missing one, so ids
+    reveal nothing."""
+    node = Node.objects.filter(operator=operator, pk=node_id).first()
+    if node is None:
+        raise Http404("no such node")
+    return node
+
+
+def node_history(*, node: Node) -> QuerySet[Event]:
+    return Event.objects.filter(stream=node.stream)

@@ -1,0 +1,230 @@
+"""Shapes in and out of the nodes API. Validation only: no logic beyond the shape of a value.
+
+Sizes are capped everywhere (lists, strings, numbers), so a capabilities report is at most a few
+tens of kilobytes however it is crafted. Unknown keys are dropped.
+"""
+
+import re
+
+from django.conf import settings
+from rest_framework import serializers
+
+from ledger.models import Event
+from nodes.models import Node
+
+MAX_GPUS = 16
+MAX_MB = 2**31 - 1  # the columns' range: 2 PB
+
+
+def _nullable(field_class: type[serializers.Field], **kwargs) -> serializers.Field:
+    return field_class(required=False, allow_null=True, default=None, **kwargs)
+
+
+def _text(max_length: int) -> serializers.Field:
+    return _nullable(serializers.CharField, max_length=max_length, allow_blank=True)
+
+
+class GpuIn(serializers.Serializer):
+    index = _nullable(serializers.IntegerField, min_value=0, max_value=255)
+    name = _text(200)
+    vendor = _text(32)
+    uuid = _text(100)
+    vram_total_mb = _nullable(serializers.IntegerField, min_value=0, max_value=MAX_MB)
+    vram_free_mb = _nullable(serializers.IntegerField, min_value=0, max_value=MAX_MB)
+    compute_capability = _nullable(serializers.RegexField, regex=r"^\d{1,2}\.\d$")
+    driver_version = _text(64)
+    utilization_pct = _nullable(serializers.FloatField, min_value=0, max_value=1000)
+    temperature_c = _nullable(serializers.FloatField, min_value=-100, max_value=1000)
+    power_w = _nullable(serializers.FloatField, min_value=0, max_value=100_000)
+    source = _text(32)
+
+
+class CpuIn(serializers.Serializer):
+    model = _text(200)
+    arch = _text(32)
+    physical_cores = _nullable(serializers.IntegerField, min_value=1, max_value=32767)
+    logical_cores = _nullable(serializers.IntegerField, min_value=1, max_value=32767)
+    avx = _nullable(serializers.BooleanField)
+    avx2 = _nullable(serializers.BooleanField)
+    avx512 = _nullable(serializers.BooleanField)
+
+
+class OsIn(serializers.Serializer):
+    system = _text(64)
+    release = _text(128)
+    machine = _text(64)
+
+
+class DetectionIn(serializers.Serializer):
+    gpu_source = _text(32)
+    notes = serializers.ListField(
+        child=serializers.CharField(max_length=500, allow_blank=True),
+        max_length=50,
+        required=False,
+        default=list,
+    )
+
+
+class CapabilitiesIn(serializers.Serializer):
+    gpus = GpuIn(many=True, max_length=MAX_GPUS, required=False, default=list)
+    cpu = CpuIn(required=False, allow_null=True, default=None)
+    ram_mb = _nullable(serializers.IntegerField, min_value=0, max_value=MAX_MB)
+    disk_free_mb = _nullable(serializers.IntegerField, min_value=0, max_value=MAX_MB)
+    os = OsIn(required=False, allow_null=True, default=None)
+    sandboxes = serializers.ListField(
+        child=serializers.CharField(max_length=32), max_length=8, required=False, default=list
+    )
+    detection = DetectionIn(required=False, allow_null=True, default=None)
+    agent_version = _text(32)
+
+
+_REGION = re.compile(r"^[A-Za-z]{2}$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _no_control_characters(value: str) -> None:
+    if _CONTROL.search(value):
+        raise serializers.ValidationError("Control characters are not allowed.")
+
+
+class NodeRegisterIn(serializers.Serializer):
+    name = serializers.CharField(max_length=100, validators=[_no_control_characters])
+    region = serializers.CharField(
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        default="",
+        help_text="ISO 3166-1 alpha-2 country code (IN, US, GB, DE …); blank if unknown",
+    )
+    capabilities = CapabilitiesIn()
+
+    def validate_region(self, value: str | None) -> str:
+        if not value:
+            return ""
+        if not _REGION.match(value):
+            raise serializers.ValidationError("Expected a two-letter country code, e.g. IN.")
+        return value.upper()
+
+
+class NodeRenameIn(serializers.Serializer):
+    name = serializers.CharField(max_length=100, validators=[_no_control_characters])
+
+
+class NodeOut(serializers.ModelSerializer):
+    reliability = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Node
+        fields = (
+            "id",
+            "name",
+            "state",
+            "state_changed_at",
+            "region",
+            "tier",
+            "reliability",
+            "gpu_count",
+            "gpu_name",
+            "gpu_vendor",
+            "gpu_vram_mb",
+            "compute_capability",
+            "driver_version",
+            "fp16_ok",
+            "cpu_cores",
+            "ram_mb",
+            "disk_mb",
+            "avx2",
+            "avx512",
+            "sandboxes",
+            "agent_version",
+            "last_heartbeat_at",
+            "load",
+            "gpu_state",
+            "cooldown_until",
+            "quarantine_rule",
+            "quarantine_reason",
+            "quarantined_at",
+            "agent_key_prefix",
+            "key_revoked_at",
+            "created_at",
+        )
+
+    def get_reliability(self, node: Node) -> float:
+        return round(node.reliability, 3)
+
+
+class NodeRegisteredOut(serializers.Serializer):
+    node = NodeOut()
+    agent_key = serializers.CharField(help_text="The node's key. Shown once; store it now.")
+    hub_public_key = serializers.CharField(help_text="Ed25519, base64: verifies task specs.")
+    heartbeat_interval_s = serializers.IntegerField()
+
+
+class NodeEventOut(serializers.ModelSerializer):
+    class Meta:
+        model = Event
+        fields = ("version", "type", "payload", "actor", "recorded_at")
+
+
+class LoadIn(serializers.Serializer):
+    # Monitoring figures: bounds generous enough that an odd sensor never fails a heartbeat.
+    cpu_pct = _nullable(serializers.FloatField, min_value=0, max_value=100_000)
+    mem_pct = _nullable(serializers.FloatField, min_value=0, max_value=1000)
+    running = _nullable(serializers.IntegerField, min_value=0, max_value=10_000)
+    slots = _nullable(serializers.IntegerField, min_value=0, max_value=10_000)
+
+
+class GpuStateIn(serializers.Serializer):
+    index = _nullable(serializers.IntegerField, min_value=0, max_value=255)
+    utilization_pct = _nullable(serializers.FloatField, min_value=0, max_value=1000)
+    temperature_c = _nullable(serializers.FloatField, min_value=-100, max_value=1000)
+    power_w = _nullable(serializers.FloatField, min_value=0, max_value=100_000)
+    vram_free_mb = _nullable(serializers.IntegerField, min_value=0, max_value=MAX_MB)
+    throttled = _nullable(serializers.BooleanField)
+
+
+class HeartbeatIn(serializers.Serializer):
+    status = serializers.ChoiceField(choices=("available", "busy", "degraded", "draining"))
+    load = LoadIn(required=False, default=dict)
+    gpus = GpuStateIn(many=True, max_length=MAX_GPUS, required=False, default=list)
+    leases = serializers.ListField(
+        child=serializers.CharField(max_length=128),
+        max_length=256,
+        required=False,
+        default=list,
+    )
+    capabilities = CapabilitiesIn(required=False, allow_null=True, default=None)
+
+
+class HeartbeatOut(serializers.Serializer):
+    poll_interval_s = serializers.IntegerField()
+    drain = serializers.BooleanField()
+    leases = serializers.DictField(child=serializers.CharField())
+    cancel = serializers.ListField(child=serializers.CharField())
+    state = serializers.CharField()
+
+
+class AgentMeOut(serializers.ModelSerializer):
+    reliability = serializers.SerializerMethodField()
+    heartbeat_interval_s = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Node
+        fields = (
+            "id",
+            "name",
+            "state",
+            "tier",
+            "reliability",
+            "region",
+            "capabilities",
+            "quarantine_reason",
+            "cooldown_until",
+            "heartbeat_interval_s",
+        )
+
+    def get_reliability(self, node: Node) -> float:
+        return round(node.reliability, 3)
+
+    def get_heartbeat_interval_s(self, node: Node) -> int:
+        return settings.NODE_HEARTBEAT_INTERVAL_S

@@ -1,0 +1,34 @@
+"""Every write to nodes: one module per concept, all importable from here."""
+
+from nodes.services.lifecycle import (
+    node_capabilities_update,
+    node_register,
+    node_rename,
+    node_retire,
+)
+from nodes.services.liveness import HeartbeatReply, ReapResult, node_heartbeat, nodes_reap
+from nodes.services.quarantine import (
+    Rule,
+    driver_blocks_enforce,
+    node_quarantine,
+    node_quarantine_lift,
+)
+from nodes.services.reliability import Outcome, node_record_outcome, nodes_reliability_decay
+
+__all__ = [
+    "HeartbeatReply",
+    "Outcome",
+    "ReapResult",
+    "Rule",
+    "driver_blocks_enforce",
+    "node_capabilities_update",
+    "node_heartbeat",
+    "node_quarantine",
+    "node_quarantine_lift",
+    "node_record_outcome",
+    "node_register",
+    "node_rename",
+    "node_retire",
+    "nodes_reap",
+    "nodes_reliability_decay",
+]

@@ -1,0 +1,87 @@
+"""Compare-and-set on node rows, returning the stream version the change took.
+
+Django's update() cannot return values, and a transition must know the version its event takes
+without a second query, so these are UPDATE … RETURNING statements (PostgreSQL, and SQLite
+3.35+). Column names come from the model, never from input.
+"""
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from django.db import connection
+
+from ledger.services import NewEvent, events_append_bulk
+from nodes.models import Node
+
+
+def _column(name: str) -> str:
+    return connection.ops.quote_name(Node._meta.get_field(name).column)
+
+
+def _prepared(name: str, value: Any) -> Any:
+    return Node._meta.get_field(name).get_db_prep_save(value, connection)
+
+
+def cas_update(
+    *, node_id: int, expect_state: str | None, sets: dict[str, Any], events: int
+) -> int | None:
+    """Apply `sets` to the node if it is still in `expect_state`, bumping its stream version by
+    `events`. Returns the new version, or None when the row was not (or no longer) in that
+    state: someone else moved it first."""
+    assignments = [f"{_column(name)} = %s" for name in sets]
+    params = [_prepared(name, value) for name, value in sets.items()]
+    version = _column("event_version")
+    assignments.append(f"{version} = {version} + %s")
+    params.append(events)
+    where = f"{_column('id')} = %s"
+    params.append(node_id)
+    if expect_state is not None:
+        where += f" AND {_column('state')} = %s"
+        params.append(expect_state)
+    sql = (
+        f"UPDATE {connection.ops.quote_name(Node._meta.db_table)} "  # noqa: S608 - model names
+        f"SET {', '.join(assignments)} WHERE {where} RETURNING {version}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
+def transition_due(
+    *, from_state: str, to_state: str, deadline: str, now: datetime
+) -> list[tuple[int, int]]:
+    """Move every node in `from_state` whose `deadline` column has passed to `to_state`, in one
+    statement; [(node id, new stream version)] of the rows that moved."""
+    table = connection.ops.quote_name(Node._meta.db_table)
+    state, version = _column("state"), _column("event_version")
+    sql = (
+        f"UPDATE {table} SET {state} = %s, {_column('state_changed_at')} = %s, "  # noqa: S608
+        f"{version} = {version} + 1 "
+        f"WHERE {state} = %s AND {_column(deadline)} < %s "
+        f"RETURNING {_column('id')}, {version}"
+    )
+    stamp = _prepared("state_changed_at", now)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [to_state, stamp, from_state, stamp])
+        return cursor.fetchall()
+
+
+def append_node_events(
+    *, node_id: int, version: int, events: Sequence[tuple[str, dict[str, Any]]], actor: str
+) -> None:
+    """Append `events` to node:<id>, the last one at `version` (what cas_update returned)."""
+    first = version - len(events) + 1
+    events_append_bulk(
+        [
+            NewEvent(
+                stream=f"node:{node_id}",
+                version=first + i,
+                type=type_,
+                payload=payload,
+                actor=actor,
+            )
+            for i, (type_, payload) in enumerate(events)
+        ]
+    )

@@ -1,0 +1,208 @@
+"""Registration, renaming, retirement and hardware changes of a node."""
+
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from nodes.capabilities import NormalisedCapabilities, normalise
+from nodes.errors import NodeLimitReached, NodeRetired, NodeStateConflict
+from nodes.hooks import notify_offline
+from nodes.models import DriverBlock, Node, NodeState
+from nodes.services.cas import append_node_events, cas_update
+from nodes.services.quarantine import Rule, blocked_driver, driver_reason, node_quarantine
+from nodes.tiers import TierTable
+from people.keys import AGENT_PREFIX, display_prefix, generate_key, hash_key
+
+_CAS_ATTEMPTS = 5
+# Reported VRAM may wobble by a few MB between tools; less than 98% of the registered figure is
+# a node that claimed more than it has.
+VRAM_TOLERANCE = 0.98
+# Changes to these are events (they move the node between markets and job gates); the rest of a
+# capabilities report (free disk, the raw JSON, the agent's version) is updated quietly.
+_IDENTITY = (
+    "tier",
+    "gpu_count",
+    "gpu_name",
+    "gpu_vendor",
+    "gpu_vram_mb",
+    "compute_capability",
+    "driver_version",
+    "fp16_ok",
+    "cpu_cores",
+    "ram_mb",
+    "avx2",
+    "avx512",
+    "sandboxes",
+)
+
+
+def _driver_check(node: Node, caps: NormalisedCapabilities, actor: str) -> None:
+    block = blocked_driver(
+        list(DriverBlock.objects.all()), vendor=caps.gpu_vendor, version=caps.driver_version
+    )
+    if block is not None:
+        node_quarantine(
+            node=node,
+            rule=Rule.DRIVER,
+            actor=actor,
+            reason=driver_reason(block, caps.driver_version),
+        )
+
+
+def node_register(
+    *, operator: Any, name: str, region: str, capabilities: dict[str, Any], actor: str
+) -> tuple[Node, str]:
+    """Create the node (offline until its first heartbeat) and its agent key. The plaintext key
+    is returned once and never stored."""
+    # A soft cap against runaway scripts: two registrations racing may pass it together.
+    in_service = Node.objects.filter(operator=operator).exclude(state=NodeState.RETIRED)
+    if in_service.count() >= settings.NODE_MAX_PER_OPERATOR:
+        raise NodeLimitReached(
+            f"an operator may have at most {settings.NODE_MAX_PER_OPERATOR} nodes; retire some"
+        )
+    caps = normalise(capabilities, TierTable.load())
+    plaintext = generate_key(AGENT_PREFIX)
+    with transaction.atomic():
+        node = Node.objects.create(
+            operator=operator,
+            name=name,
+            region=region,
+            agent_key_hash=hash_key(plaintext),
+            agent_key_prefix=display_prefix(plaintext),
+            event_version=1,
+            **caps.fields(),
+        )
+        append_node_events(
+            node_id=node.pk,
+            version=1,
+            actor=actor,
+            events=[
+                (
+                    "NodeRegistered",
+                    {
+                        "node_id": node.pk,
+                        "operator_id": operator.pk,
+                        "name": name,
+                        "region": region,
+                        "state": node.state,
+                        "tier": caps.tier,
+                        "gpu_name": caps.gpu_name,
+                        "gpu_vram_mb": caps.gpu_vram_mb,
+                        "compute_capability": caps.compute_capability,
+                        "driver_version": caps.driver_version,
+                        "key_prefix": node.agent_key_prefix,
+                    },
+                )
+            ],
+        )
+        _driver_check(node, caps, actor)
+    return node, plaintext
+
+
+def _refresh_state(node: Node) -> None:
+    node.state = Node.objects.values_list("state", flat=True).get(pk=node.pk)
+
+
+def node_rename(*, node: Node, name: str, actor: str) -> Node:
+    if name == node.name:
+        return node
+    for _ in range(_CAS_ATTEMPTS):
+        if node.state == NodeState.RETIRED:
+            raise NodeRetired(f"node {node.pk} is retired")
+        with transaction.atomic():
+            version = cas_update(
+                node_id=node.pk, expect_state=node.state, sets={"name": name}, events=1
+            )
+            if version is not None:
+                append_node_events(
+                    node_id=node.pk,
+                    version=version,
+                    actor=actor,
+                    events=[("NodeRenamed", {"name": name, "previous": node.name})],
+                )
+                node.name, node.event_version = name, version
+                return node
+        _refresh_state(node)
+    raise NodeStateConflict(f"node {node.pk} kept changing state; try again")
+
+
+def node_retire(*, node: Node, actor: str, now: datetime | None = None) -> bool:
+    """Retire the node for good and revoke its agent key. False if it was already retired."""
+    now = now or timezone.now()
+    for _ in range(_CAS_ATTEMPTS):
+        if node.state == NodeState.RETIRED:
+            return False
+        sets = {"state": NodeState.RETIRED, "state_changed_at": now, "key_revoked_at": now}
+        with transaction.atomic():
+            version = cas_update(node_id=node.pk, expect_state=node.state, sets=sets, events=1)
+            if version is not None:
+                append_node_events(
+                    node_id=node.pk,
+                    version=version,
+                    actor=actor,
+                    events=[("NodeRetired", {"from": node.state, "to": NodeState.RETIRED})],
+                )
+                notify_offline([node.pk])
+                for field, value in sets.items():
+                    setattr(node, field, value)
+                node.event_version = version
+                return True
+        _refresh_state(node)
+    raise NodeStateConflict(f"node {node.pk} kept changing state; try again")
+
+
+def node_capabilities_update(*, node: Node, capabilities: dict[str, Any], actor: str) -> None:
+    """The agent reported its hardware again (it does on every start). Hardware changes are
+    evented; less VRAM than registered, or a blocklisted driver, quarantines the node."""
+    caps = normalise(capabilities, TierTable.load())
+    fields = caps.fields()
+    changed = [name for name in _IDENTITY if getattr(node, name) != fields[name]]
+    shrunk = (
+        node.gpu_vram_mb
+        and caps.gpu_vram_mb is not None
+        and caps.gpu_vram_mb < node.gpu_vram_mb * VRAM_TOLERANCE
+    )
+    registered_vram = node.gpu_vram_mb
+    with transaction.atomic():
+        version = cas_update(
+            node_id=node.pk, expect_state=None, sets=fields, events=1 if changed else 0
+        )
+        if version is None:
+            return
+        if changed:
+            append_node_events(
+                node_id=node.pk,
+                version=version,
+                actor=actor,
+                events=[
+                    (
+                        "NodeCapabilitiesChanged",
+                        {
+                            "tier": caps.tier,
+                            "previous_tier": node.tier,
+                            "gpu_name": caps.gpu_name,
+                            "gpu_vram_mb": caps.gpu_vram_mb,
+                            "compute_capability": caps.compute_capability,
+                            "driver_version": caps.driver_version,
+                            "cpu_cores": caps.cpu_cores,
+                            "ram_mb": caps.ram_mb,
+                        },
+                    )
+                ],
+            )
+        for name, value in fields.items():
+            setattr(node, name, value)
+        node.event_version = version
+        if shrunk:
+            node_quarantine(
+                node=node,
+                rule=Rule.VRAM,
+                actor=actor,
+                reason=f"The GPU reports {caps.gpu_vram_mb} MB of VRAM; the node was registered "
+                f"with {registered_vram} MB. Register the node again if its hardware changed.",
+            )
+        elif "driver_version" in changed or "gpu_vendor" in changed:
+            _driver_check(node, caps, actor)

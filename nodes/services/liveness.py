@@ -1,0 +1,208 @@
+"""Heartbeats and the reaper: the two writers of a node's liveness.
+
+A heartbeat in the common case (state unchanged) is one UPDATE with no event: heartbeats are not
+events. A heartbeat that moves the state (back online, draining) and the reaper's moves (degraded,
+offline) are compare-and-set with their events in the same transaction.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, NamedTuple
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from ledger.services import NewEvent, events_append_bulk
+from nodes.errors import NodeStateConflict
+from nodes.hooks import heartbeat_contributions, notify_offline
+from nodes.models import LIVE_STATES, Node, NodeState
+from nodes.services.cas import append_node_events, cas_update, transition_due
+from nodes.services.lifecycle import node_capabilities_update
+from nodes.services.quarantine import Rule, node_quarantine
+
+REAPER = "system:reaper"
+_CAS_ATTEMPTS = 5
+
+# The state an agent's reported status asks for.
+_STATUS_TARGET = {
+    "available": NodeState.ONLINE,
+    "busy": NodeState.ONLINE,
+    "degraded": NodeState.DEGRADED,
+    "draining": NodeState.DRAINING,
+}
+_REASON = {
+    NodeState.ONLINE: "heartbeat",
+    NodeState.DEGRADED: "agent_reported_degraded",
+    NodeState.DRAINING: "agent_draining",
+}
+# A heartbeat changes liveness data only: these states are left by an admin or never.
+_FROZEN = (NodeState.QUARANTINED, NodeState.RETIRED)
+
+
+@dataclass(frozen=True)
+class HeartbeatReply:
+    poll_interval_s: int
+    drain: bool
+    leases: dict[str, str]
+    cancel: list[str]
+    state: str
+
+
+def deadlines(now: datetime) -> tuple[datetime, datetime]:
+    interval = settings.NODE_HEARTBEAT_INTERVAL_S
+    grace = timedelta(seconds=settings.NODE_HEARTBEAT_GRACE_S)
+    return (
+        now + timedelta(seconds=interval * settings.NODE_DEGRADED_AFTER_MISSED) + grace,
+        now + timedelta(seconds=interval * settings.NODE_OFFLINE_AFTER_MISSED) + grace,
+    )
+
+
+def node_heartbeat(
+    *,
+    node: Node,
+    status: str,
+    load: dict[str, Any],
+    gpus: list[dict[str, Any]],
+    lease_tokens: list[str],
+    capabilities: dict[str, Any] | None = None,
+    now: datetime | None = None,
+) -> HeartbeatReply:
+    now = now or timezone.now()
+    if capabilities is not None:
+        node_capabilities_update(node=node, capabilities=capabilities, actor=node.actor)
+    for _ in range(_CAS_ATTEMPTS):
+        if _beat(node, status=status, load=load, gpus=gpus, now=now):
+            break
+        # The reaper (or an admin) moved the node between authentication and this write.
+        fresh = Node.objects.values("state", "throttled", "thermal_events").get(pk=node.pk)
+        for name, value in fresh.items():
+            setattr(node, name, value)
+    else:
+        raise NodeStateConflict(f"node {node.pk} kept changing state; try again")
+    leases, cancel = heartbeat_contributions(node, lease_tokens)
+    return HeartbeatReply(
+        poll_interval_s=settings.NODE_HEARTBEAT_INTERVAL_S,
+        # A quarantined node keeps beating (so its operator sees it alive) but claims nothing.
+        drain=node.state == NodeState.QUARANTINED,
+        leases=leases,
+        cancel=cancel,
+        state=node.state,
+    )
+
+
+def _recent_thermal(node: Node, now: datetime) -> list[str]:
+    since = now - timedelta(hours=settings.NODE_THERMAL_WINDOW_H)
+    return [t for t in node.thermal_events if datetime.fromisoformat(t) >= since]
+
+
+def _beat(
+    node: Node, *, status: str, load: dict[str, Any], gpus: list[dict[str, Any]], now: datetime
+) -> bool:
+    """One attempt at recording the beat against the state we believe the node is in."""
+    degraded_after, offline_after = deadlines(now)
+    throttled = any(gpu.get("throttled") for gpu in gpus)
+    sets: dict[str, Any] = {
+        "last_heartbeat_at": now,
+        "degraded_after": degraded_after,
+        "offline_after": offline_after,
+        "load": load,
+        "gpu_state": gpus,
+        "throttled": throttled,
+    }
+    frozen = node.state in _FROZEN
+    target = node.state if frozen else _STATUS_TARGET[status]
+    # An episode is the start of throttling, not every throttled sample: a GPU that throttles
+    # for ten minutes is one event, not twenty.
+    episode = throttled and not node.throttled and not frozen
+    if target == node.state and not episode:
+        # The hot path: one statement, guarded by the state we read at authentication.
+        changed = Node.objects.filter(pk=node.pk, state=node.state).update(**sets)
+        if changed:
+            node.throttled = throttled
+        return changed == 1
+
+    events: list[tuple[str, dict[str, Any]]] = []
+    if target != node.state:
+        sets.update(state=target, state_changed_at=now)
+        events.append(
+            ("NodeStateChanged", {"from": node.state, "to": target, "reason": _REASON[target]})
+        )
+    recent: list[str] = []
+    if episode:
+        recent = [*_recent_thermal(node, now), now.isoformat()]
+        sets["thermal_events"] = recent
+        throttling = [gpu.get("index") for gpu in gpus if gpu.get("throttled")]
+        events.append(("NodeThermalThrottled", {"gpus": throttling, "recent": len(recent)}))
+    with transaction.atomic():
+        version = cas_update(
+            node_id=node.pk, expect_state=node.state, sets=sets, events=len(events)
+        )
+        if version is None:
+            return False
+        append_node_events(node_id=node.pk, version=version, events=events, actor=node.actor)
+        for name, value in sets.items():
+            setattr(node, name, value)
+        node.event_version = version
+        if len(recent) >= settings.NODE_THERMAL_EVENTS_MAX:
+            node_quarantine(
+                node=node,
+                rule=Rule.THERMAL,
+                actor=node.actor,
+                now=now,
+                reason=f"{len(recent)} thermal-throttle episodes in "
+                f"{settings.NODE_THERMAL_WINDOW_H} h (the limit is "
+                f"{settings.NODE_THERMAL_EVENTS_MAX}). Improve the machine's cooling, then ask an "
+                "admin to lift the quarantine.",
+            )
+    return True
+
+
+class ReapResult(NamedTuple):
+    degraded: int
+    offline: int
+
+
+def nodes_reap(*, now: datetime | None = None) -> ReapResult:
+    """Move silent nodes on: online → degraded past `degraded_after`; online, degraded or
+    draining → offline past `offline_after`. Set-based compare-and-set, one transaction, one
+    event per move; a second run at the same moment finds nothing due and writes nothing.
+
+    Offline first: a node past both deadlines goes straight to offline (one event), and the
+    degraded pass then no longer sees it.
+    """
+    now = now or timezone.now()
+    events: list[NewEvent] = []
+    offline: list[int] = []
+    with transaction.atomic():
+        for from_state in LIVE_STATES:
+            payload = {"from": from_state, "to": NodeState.OFFLINE, "reason": "missed_heartbeats"}
+            for node_id, version in transition_due(
+                from_state=from_state,
+                to_state=NodeState.OFFLINE,
+                deadline="offline_after",
+                now=now,
+            ):
+                offline.append(node_id)
+                events.append(
+                    NewEvent(f"node:{node_id}", version, "NodeStateChanged", payload, REAPER)
+                )
+        payload = {
+            "from": NodeState.ONLINE,
+            "to": NodeState.DEGRADED,
+            "reason": "missed_heartbeats",
+        }
+        degraded = transition_due(
+            from_state=NodeState.ONLINE,
+            to_state=NodeState.DEGRADED,
+            deadline="degraded_after",
+            now=now,
+        )
+        events.extend(
+            NewEvent(f"node:{node_id}", version, "NodeStateChanged", payload, REAPER)
+            for node_id, version in degraded
+        )
+        if events:
+            events_append_bulk(events)
+        notify_offline(offline)
+    return ReapResult(degraded=len(degraded), offline=len(offline))

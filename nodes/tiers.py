@@ -1,0 +1,82 @@
+"""GPU name → tier, from the admin-editable GpuTier table.
+
+Names arrive as the tools print them ("NVIDIA GeForce RTX 4090", "GeForce GTX 1080 Ti",
+"NVIDIA GeForce RTX 3060 Laptop GPU"); they are normalised (lowercase, runs of anything but
+letters and digits → one space) before the tier patterns are searched in them.
+"""
+
+import logging
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+
+from nodes.models import GpuTier, TierKind
+
+log = logging.getLogger(__name__)
+
+CPU_TIER = "cpu"
+_MOBILE = re.compile(r"\b(laptop|mobile|max q|notebook)\b")
+
+
+def normalise_gpu_name(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", " ", name.lower()).strip()
+
+
+def is_mobile(normalised_name: str) -> bool:
+    return _MOBILE.search(normalised_name) is not None
+
+
+@dataclass(frozen=True)
+class Tier:
+    slug: str
+    multiplier: Decimal
+    kind: str
+    pattern: re.Pattern[str] | None = None
+    mobile: bool = False
+    min_vram_mb: int | None = None
+
+
+class TierTable:
+    """A snapshot of the tier table: one query, then matching in memory."""
+
+    def __init__(self, tiers: list[Tier]) -> None:
+        self.named = [t for t in tiers if t.kind == TierKind.NAMED and t.pattern is not None]
+        # Largest bucket first, so the first bucket the VRAM reaches is the best it fits.
+        self.generic = sorted(
+            (t for t in tiers if t.kind == TierKind.GENERIC),
+            key=lambda t: t.min_vram_mb or 0,
+            reverse=True,
+        )
+        cpu = [t for t in tiers if t.kind == TierKind.CPU]
+        # With the cpu row deleted by hand, nodes still get a slug; pricing will find no row.
+        self.cpu = cpu[0] if cpu else Tier(CPU_TIER, Decimal(0), TierKind.CPU)
+
+    @classmethod
+    def load(cls) -> "TierTable":
+        tiers = []
+        for row in GpuTier.objects.order_by("rank", "slug"):
+            pattern = None
+            if row.kind == TierKind.NAMED:
+                try:
+                    pattern = re.compile(row.pattern)
+                except re.error:
+                    # The admin form refuses a bad pattern; one saved around it must not break
+                    # every registration, so that tier is skipped and the problem logged.
+                    log.warning("GPU tier %s has an invalid pattern %r", row.slug, row.pattern)
+                    continue
+            tiers.append(
+                Tier(row.slug, row.multiplier, row.kind, pattern, row.mobile, row.min_vram_mb)
+            )
+        return cls(tiers)
+
+    def for_gpu(self, name: str | None, vram_mb: int | None) -> Tier:
+        normalised = normalise_gpu_name(name or "")
+        mobile = is_mobile(normalised)
+        if normalised:
+            for tier in self.named:
+                if tier.mobile == mobile and tier.pattern.search(normalised):
+                    return tier
+        for tier in self.generic:
+            if (vram_mb or 0) >= (tier.min_vram_mb or 0):
+                return tier
+        return self.cpu

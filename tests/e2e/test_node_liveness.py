@@ -1,0 +1,78 @@
+"""A real agent against a real hub: registered, online, killed, reaped by the real beat schedule
+in the real worker (degraded, then offline), restarted, online again."""
+
+import json
+import signal
+from pathlib import Path
+
+import pytest
+
+from ledger.models import Event
+from ledger.verify import verify_ledger
+from nodes.models import Node
+from people.services import api_key_create, user_create
+
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+def state(node_id: int) -> str:
+    return Node.objects.values_list("state", flat=True).get(pk=node_id)
+
+
+def flips(node_id: int) -> list[tuple[str, str, str]]:
+    return [
+        (e.payload["from"], e.payload["to"], e.actor)
+        for e in Event.objects.filter(stream=f"node:{node_id}", type="NodeStateChanged").order_by(
+            "version"
+        )
+    ]
+
+
+def test_a_killed_agent_is_reaped_and_comes_back(live_stack, tmp_path: Path):
+    operator = user_create(username="e2e-operator", roles=["operator"])
+    _, token = api_key_create(user=operator, role="operator", name="e2e")
+    config = tmp_path / "agent.json"
+    agent = ["-m", "agent", "--config", str(config)]
+
+    registered = live_stack.run(
+        [
+            *agent,
+            "register",
+            "--hub",
+            live_stack.url,
+            "--token",
+            token,
+            "--name",
+            "e2e-rig",
+            "--region",
+            "IN",
+        ]
+    )
+    assert registered.returncode == 0, registered.stdout + registered.stderr
+    settings = json.loads(config.read_text())
+    node_id = settings["node_id"]
+    assert settings["agent_key"].startswith("cpa_") and state(node_id) == "offline"
+    # Keep the agent's scratch space inside the test's directory.
+    config.write_text(json.dumps(settings | {"work_dir": str(tmp_path / "work")}))
+
+    run = [*agent, "run", "--allow-unsandboxed"]
+    live_stack.spawn("agent", run)
+    live_stack.wait_until("the node online", lambda: state(node_id) == "online", timeout=20)
+
+    live_stack.kill("agent", signal.SIGKILL)
+    live_stack.wait_until("the node degraded", lambda: state(node_id) == "degraded", timeout=15)
+    live_stack.wait_until("the node offline", lambda: state(node_id) == "offline", timeout=15)
+
+    live_stack.spawn("agent", run)
+    live_stack.wait_until("the node online again", lambda: state(node_id) == "online", timeout=20)
+    live_stack.kill("agent", signal.SIGTERM)
+
+    reaper = "system:reaper"
+    node_actor = f"node:{node_id}"
+    assert flips(node_id)[:4] == [
+        ("offline", "online", node_actor),
+        ("online", "degraded", reaper),
+        ("degraded", "offline", reaper),
+        ("offline", "online", node_actor),
+    ]
+    assert [p for p in verify_ledger(check_chain=False).problems if p.startswith("nodes")] == []

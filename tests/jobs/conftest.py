@@ -1,0 +1,75 @@
+"""Builders for job tests: funded submitters, online nodes, job bodies, agent calls."""
+
+from typing import Any
+
+import pytest
+
+from tests.conftest import client_with_key
+from tests.nodes.conftest import beat, capabilities, gpu, register_node  # noqa: F401
+
+CREDITS = 100  # minor units per credit
+
+
+def fund(user, amount: int) -> None:
+    import uuid
+
+    from ledger.funding import credits_grant
+
+    credits_grant(
+        user_id=user.pk,
+        amount=amount,
+        actor="test",
+        reference="test",
+        idempotency_key=f"test-{uuid.uuid4().hex}",
+    )
+
+
+def online_node(operator, **kwargs: Any):
+    """A registered node that has sent its first heartbeat: (node, agent client)."""
+    node, key = register_node(operator, **kwargs)
+    client = client_with_key(key)
+    assert beat(client).status_code == 200
+    node.refresh_from_db()
+    return node, client
+
+
+def job_body(**overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "name": "render",
+        "kind": "script",
+        "script": "echo hello from $CP_SLICE_INDEX",
+        "slices": 1,
+        "timeout_s": 60,
+        "price_ceiling": 500,
+        "max_attempts": 3,
+        "requirements": {"cpu_cores": 1, "ram_mb": 256},
+    }
+    body.update(overrides)
+    return body
+
+
+def claim(client, wait: float = 0):
+    return client.post("/api/v1/agent/claim", {"wait": wait}, format="json")
+
+
+def complete(client, lease: dict, **body: Any):
+    return client.post(
+        f"/api/v1/agent/attempts/{lease['attempt_id']}/complete",
+        {"lease_token": lease["lease_token"], "exit_code": 0, **body},
+        format="json",
+    )
+
+
+def fail(client, lease: dict, failure_class: str = "infra", **body: Any):
+    return client.post(
+        f"/api/v1/agent/attempts/{lease['attempt_id']}/fail",
+        {"lease_token": lease["lease_token"], "failure_class": failure_class, **body},
+        format="json",
+    )
+
+
+@pytest.fixture
+def submitter(alice, api):
+    """alice with 10,000 credits and her submitter client."""
+    fund(alice, 10_000 * CREDITS)
+    return api(alice, "submitter")

@@ -1,0 +1,183 @@
+import hashlib
+from datetime import timedelta
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.utils import timezone
+
+from jobs.leases import leases_reap
+from jobs.models import Attempt, Job, LogChunk, Task
+from ledger.models import Account, Event
+from ledger.verify import verify_ledger
+from tests.jobs.conftest import beat, claim, complete, fail, job_body, online_node
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def leased(submitter, bob):
+    job_id = submitter.post("/api/v1/jobs/", job_body(), format="json").json()["id"]
+    node, agent = online_node(bob)
+    return job_id, node, agent, claim(agent).json()
+
+
+def upload(agent, lease, name: str, content: bytes, sha: str | None = None):
+    return agent.post(
+        f"/api/v1/agent/attempts/{lease['attempt_id']}/artifacts",
+        {
+            "lease_token": lease["lease_token"],
+            "name": name,
+            "sha256": sha or hashlib.sha256(content).hexdigest(),
+            "file": SimpleUploadedFile(name, content),
+        },
+        format="multipart",
+    )
+
+
+def test_progress_starts_the_task_and_logs_arrive_once(leased):
+    _, _, agent, lease = leased
+    base = f"/api/v1/agent/attempts/{lease['attempt_id']}"
+    token = lease["lease_token"]
+    assert (
+        agent.post(
+            f"{base}/progress", {"lease_token": token, "progress": 10}, format="json"
+        ).status_code
+        == 200
+    )
+    assert Task.objects.get().state == "running"
+    body = {"lease_token": token, "stream": "stdout", "seq": 0, "data": "hello\n"}
+    assert agent.post(f"{base}/log", body, format="json").json()["status"] == "ok"
+    assert agent.post(f"{base}/log", body, format="json").json()["status"] == "duplicate"
+    assert LogChunk.objects.count() == 1
+
+
+def test_artifacts_arrive_with_verified_checksums_and_only_the_owner_downloads(
+    leased, submitter, api, mallory
+):
+    _, _, agent, lease = leased
+    content = b"result bytes \x00\x01" * 100
+    stored = upload(agent, lease, "out.bin", content)
+    assert stored.status_code == 201, stored.json()
+    bad = upload(agent, lease, "other.bin", b"abc", sha="0" * 64)
+    assert bad.status_code == 400 and bad.json()["error"] == "artifact_rejected"
+    done = complete(
+        agent, lease, artifacts=[{"name": "out.bin", "sha256": hashlib.sha256(content).hexdigest()}]
+    )
+    assert done.status_code == 200, done.json()
+    artifact_id = stored.json()["id"]
+    download = submitter.get(f"/api/v1/artifacts/{artifact_id}/download")
+    assert download.status_code == 200
+    assert b"".join(download.streaming_content) == content
+    assert download["X-Checksum-Sha256"] == hashlib.sha256(content).hexdigest()
+    assert (
+        api(mallory, "submitter").get(f"/api/v1/artifacts/{artifact_id}/download").status_code
+        == 404
+    )
+
+
+def test_completion_must_list_only_uploaded_artifacts(leased):
+    _, _, agent, lease = leased
+    response = complete(agent, lease, artifacts=[{"name": "ghost", "sha256": "a" * 64}])
+    assert response.status_code == 400
+    assert Task.objects.get().state == "leased"
+
+
+def test_another_nodes_agent_cannot_report_for_this_attempt(leased, bob, mallory):
+    _, _, _, lease = leased
+    _, other = online_node(mallory, name="not-bobs")
+    assert complete(other, lease).status_code == 409
+    assert fail(other, lease).status_code == 409
+    assert Attempt.objects.get().state == "leased"
+
+
+def test_heartbeats_extend_leases_and_flag_stale_tokens(leased):
+    *_, agent, lease = leased
+    before = Attempt.objects.get().lease_expires_at
+    reply = beat(agent, "busy", leases=[lease["lease_token"], "forgotten"]).json()
+    assert set(reply["leases"]) == {lease["lease_token"]}
+    assert reply["cancel"] == ["forgotten"]
+    assert Attempt.objects.get().lease_expires_at > before
+
+
+def test_an_expired_lease_is_reaped_requeued_and_fenced(leased, bob):
+    _, node, agent, lease = leased
+    Attempt.objects.update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    assert complete(agent, lease).status_code == 409  # expired: fenced even before the reaper
+    assert leases_reap() == 1
+    assert leases_reap() == 0  # idempotent
+    task = Task.objects.get()
+    assert task.state == "queued" and f",{node.pk}," in task.excluded_nodes
+    assert task.available_at > timezone.now()
+    assert Event.objects.filter(type="AttemptLost").count() == 1
+    assert verify_ledger(check_chain=False).ok
+
+
+def test_the_last_lost_attempt_fails_the_task_and_releases_the_hold(submitter, bob):
+    job_id = submitter.post("/api/v1/jobs/", job_body(max_attempts=1), format="json").json()["id"]
+    _, agent = online_node(bob)
+    claim(agent)
+    Attempt.objects.update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    leases_reap()
+    job = Job.objects.get(pk=job_id)
+    assert job.state == "failed" and job.tasks_failed == 1
+    assert Account.objects.get(code=f"job:{job_id}:held").balance == 0
+    report = verify_ledger(check_chain=False)
+    assert report.ok, report.problems
+
+
+def test_an_offline_node_loses_its_leases(leased):
+    from nodes.services import nodes_reap
+
+    _, node, _, _ = leased
+    from nodes.models import Node
+
+    past = timezone.now() - timedelta(seconds=1)
+    Node.objects.filter(pk=node.pk).update(degraded_after=past, offline_after=past)
+    nodes_reap()
+    assert Node.objects.get(pk=node.pk).state == "offline"
+    assert Attempt.objects.get().state == "lost"
+    assert Task.objects.get().state == "queued"
+
+
+def test_a_job_failure_is_charged_and_not_retried(leased):
+    job_id, _, agent, lease = leased
+    response = fail(agent, lease, "job", exit_code=3, detail="exit 3")
+    assert response.json()["status"] == "failed"
+    assert Job.objects.get(pk=job_id).state == "failed"
+    settled = Event.objects.get(type="AttemptSettled")
+    assert settled.payload["charge"] is True
+
+
+def test_an_infrastructure_failure_is_free_and_retried(leased):
+    _, _, agent, lease = leased
+    assert fail(agent, lease, "infra", detail="OOM").json()["status"] == "queued"
+    assert Event.objects.get(type="AttemptSettled").payload["charged_minor"] == 0
+
+
+def test_cancelling_stops_queued_tasks_at_once_and_running_ones_via_heartbeat(submitter, bob):
+    job_id = submitter.post("/api/v1/jobs/", job_body(slices=3), format="json").json()["id"]
+    _, agent = online_node(bob)
+    lease = claim(agent).json()
+    response = submitter.post(f"/api/v1/jobs/{job_id}/cancel")
+    assert response.status_code == 200
+    assert Task.objects.filter(state="cancelled").count() == 2
+    assert claim(agent).status_code == 204
+    reply = beat(agent, "busy", leases=[lease["lease_token"]]).json()
+    assert reply["cancel"] == [lease["lease_token"]]
+    assert fail(agent, lease, "job", detail="cancelled").json()["status"] == "cancelled"
+    job = Job.objects.get(pk=job_id)
+    assert job.state == "cancelled" and job.tasks_cancelled == 3
+    assert Account.objects.get(code=f"job:{job_id}:held").balance == 0
+    assert submitter.post(f"/api/v1/jobs/{job_id}/cancel").status_code == 409
+    report = verify_ledger(check_chain=False)
+    assert report.ok, report.problems
+
+
+def test_the_detail_and_timeline_come_from_the_tables_and_the_log(leased, submitter):
+    job_id, _, agent, lease = leased
+    complete(agent, lease)
+    detail = submitter.get(f"/api/v1/jobs/{job_id}").json()
+    assert detail["tasks"][0]["attempts"][0]["state"] == "succeeded"
+    timeline = submitter.get(f"/api/v1/jobs/{job_id}/timeline").json()["results"]
+    types = [e["type"] for e in reversed(timeline)]
+    assert types == ["JobSubmitted", "TaskClaimed", "JobStarted", "AttemptSucceeded", "JobFinished"]

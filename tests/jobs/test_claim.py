@@ -1,0 +1,137 @@
+import threading
+import time
+
+import pytest
+from django.db import connection
+
+from agent.spec import verify_spec
+from jobs.models import Attempt, Task
+from nodes.signing import hub_public_key_b64
+from tests.jobs.conftest import claim, gpu, job_body, online_node
+
+pytestmark = pytest.mark.django_db
+
+
+def submit(client, **overrides):
+    response = client.post("/api/v1/jobs/", job_body(**overrides), format="json")
+    assert response.status_code == 201, response.json()
+    return response.json()["id"]
+
+
+def test_the_spec_is_signed_and_the_agent_verifies_it(submitter, bob):
+    submit(submitter)
+    _, agent = online_node(bob)
+    lease = claim(agent).json()
+    verify_spec(lease["spec"], lease["signature"], hub_public_key_b64())
+    assert lease["spec"]["attempt_id"] == lease["attempt_id"]
+    assert Attempt.objects.get(pk=lease["attempt_id"]).lease_token == lease["lease_token"]
+
+
+@pytest.mark.parametrize(
+    ("requirements", "claimable"),
+    [
+        ({"min_vram_mb": 20000}, True),
+        ({"min_vram_mb": 30000}, False),
+        ({"cpu_cores": 64}, False),
+        ({"ram_mb": 128000}, False),
+        ({"gpu_tiers": ["rtx-3060"]}, False),
+        ({"gpu_tiers": ["rtx-4090", "rtx-3060"]}, True),
+        ({"min_compute_capability": "9.0"}, False),
+        ({"min_compute_capability": "8.9"}, True),
+        ({"region": "US"}, False),
+        ({"region": "in"}, True),
+    ],
+)
+def test_requirements_are_hard_gates(submitter, bob, requirements, claimable):
+    submit(submitter, requirements=requirements)
+    _, agent = online_node(bob, region="IN")
+    assert claim(agent).status_code == (200 if claimable else 204)
+
+
+def test_a_price_ceiling_below_the_nodes_price_is_not_matched(submitter, bob):
+    submit(submitter, price_ceiling=10)
+    _, agent = online_node(bob)
+    assert claim(agent).status_code == 204
+
+
+def test_priority_then_fit_then_age(submitter, bob):
+    old_small = submit(submitter, requirements={"min_vram_mb": 0})
+    big = submit(submitter, requirements={"min_vram_mb": 16000})
+    urgent = submit(submitter, priority=5)
+    _, agent = online_node(bob)
+    order = [claim(agent).json()["spec"]["job_id"] for _ in range(3)]
+    assert order == [urgent, big, old_small]
+
+
+def test_a_node_that_lost_a_task_is_never_handed_it_again(submitter, bob):
+    submit(submitter)
+    _, agent = online_node(bob)
+    lease = claim(agent).json()
+    from tests.jobs.conftest import fail
+
+    assert fail(agent, lease, "infra").json()["status"] == "queued"
+    Task.objects.update(available_at=Task.objects.get().created_at)  # skip the backoff
+    assert claim(agent).status_code == 204
+    _, other = online_node(bob, name="rig-2")
+    assert claim(other).status_code == 200
+
+
+def test_an_offline_or_quarantined_node_claims_nothing(submitter, bob):
+    from nodes.models import Node
+
+    submit(submitter)
+    node, agent = online_node(bob)
+    Node.objects.filter(pk=node.pk).update(state="quarantined")
+    assert claim(agent).status_code == 204
+
+
+@pytest.fixture
+def redis_wakeups(settings):
+    """Wake-ups through Redis pub/sub, as in production (not the no-Redis polling fallback)."""
+    import os
+
+    settings.REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+def test_a_waiting_claim_is_woken_by_a_submission(submitter, bob, transactional_db, redis_wakeups):
+    _, agent = online_node(bob)
+    result = {}
+
+    def wait_for_work() -> None:
+        started = time.monotonic()
+        result["response"] = claim(agent, wait=5)
+        result["waited"] = time.monotonic() - started
+        connection.close()
+
+    waiter = threading.Thread(target=wait_for_work)
+    waiter.start()
+    time.sleep(0.5)
+    submit(submitter)
+    waiter.join(10)
+    assert result["response"].status_code == 200
+    assert result["waited"] < 1.5  # woken by the submission, not by the 5 s timeout
+
+
+def test_the_better_gpu_wins_a_tie(submitter, bob, transactional_db, redis_wakeups):
+    _, big = online_node(bob, name="4090", gpus=[gpu()])
+    _, small = online_node(
+        bob,
+        name="3060",
+        gpus=[gpu(name="NVIDIA GeForce RTX 3060", vram_total_mb=12288, compute_capability="8.6")],
+    )
+    results = {}
+
+    def wait(name, client) -> None:
+        results[name] = claim(client, wait=5).status_code
+        connection.close()
+
+    threads = [
+        threading.Thread(target=wait, args=(n, c)) for n, c in (("4090", big), ("3060", small))
+    ]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.5)
+    submit(submitter, slices=1, price_ceiling=500)
+    for thread in threads:
+        thread.join(10)
+    assert results == {"4090": 200, "3060": 204}

@@ -1,0 +1,168 @@
+"""Price books: versions in force by date, frozen once in force, the fee cap; spot prices."""
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+from ledger.errors import DomainError, ImmutableRecord
+from ledger.models import Event, PriceBook, SpotPrice, TierMultiplier
+from ledger.pricing import (
+    NoRulesInForce,
+    PriceOutOfBounds,
+    UnknownTier,
+    price_book_copy,
+    region_for,
+    rules_at,
+    spot_bounds_set,
+    spot_price_get,
+    spot_price_set,
+)
+from ledger.verify import verify_ledger
+
+pytestmark = pytest.mark.usefixtures("price_books")
+
+
+def test_it_seeds_the_design_figures(price_books):
+    rules = price_books
+    assert rules.name == "2025 rate card"
+    assert rules.platform_fee_bps == 2000
+    assert rules.min_cashout_paise == 50_000
+    assert rules.tiers["rtx-4090"] == Decimal("3.0") and rules.tiers["cpu"] == Decimal("0.8")
+    assert {r: rules.regions[r] for r in ("in", "us", "uk", "eu")} == {
+        "in": Decimal("0.7"),
+        "us": Decimal("1.0"),
+        "uk": Decimal("1.0"),
+        "eu": Decimal("0.95"),
+    }
+
+
+def test_it_answers_with_the_book_in_force_at_a_moment():
+    in_2024 = rules_at(datetime(2024, 6, 1, tzinfo=UTC))
+    in_2025 = rules_at(datetime(2025, 6, 1, tzinfo=UTC))
+    assert in_2024.tier_multiplier("gtx-1080") == Decimal("1.0")
+    assert in_2025.tier_multiplier("gtx-1080") == Decimal("1.5")
+    assert "rtx-5090" not in in_2024.tiers and "rtx-5090" in in_2025.tiers
+    assert in_2024.version != in_2025.version
+    with pytest.raises(NoRulesInForce):
+        rules_at(datetime(2023, 1, 1, tzinfo=UTC))
+    with pytest.raises(ValueError, match="timezone-aware"):
+        rules_at(datetime(2025, 6, 1))  # noqa: DTZ001
+
+
+def test_it_prices_a_tier_and_region_from_base_times_multipliers():
+    rules = rules_at()
+    assert rules.spot_initial(tier="rtx-4090", region="in") == 105  # 50 * 3.0 * 0.7
+    assert rules.spot_initial(tier="gtx-1080", region="uk") == 75  # 50 * 1.5 * 1.0
+    assert rules.spot_initial(tier="gtx-1660", region="eu") == 62  # 61.75, half up
+    assert rules.spot_initial(tier="cpu", region="IN") == 28  # a country code works too
+    assert rules.spot_initial(tier="cpu", region="jp") == 40  # the default multiplier, 1.0
+    with pytest.raises(UnknownTier, match="quantum-9000"):
+        rules.spot_initial(tier="quantum-9000", region="in")
+
+
+@pytest.mark.parametrize(
+    ("given", "region"),
+    [("IN", "in"), ("in", "in"), ("US", "us"), ("GB", "uk"), ("uk", "uk"), ("DE", "eu"),
+     ("fr", "eu"), ("EU", "eu"), ("JP", "jp"), ("", "other"), ("  ", "other")],
+)
+def test_it_maps_countries_to_regions(given, region):
+    assert region_for(given) == region
+
+
+def test_a_book_in_force_is_frozen_in_the_models():
+    book = PriceBook.objects.order_by("-effective_from").first()
+    book.platform_fee_bps = 1000
+    with pytest.raises(ImmutableRecord, match="frozen"):
+        book.save()
+    row = TierMultiplier.objects.get(book=book, tier="rtx-4090")
+    row.multiplier = Decimal("9")
+    with pytest.raises(ImmutableRecord):
+        row.save()
+    with pytest.raises(ImmutableRecord):
+        book.delete()
+
+
+@pytest.mark.postgres
+def test_a_book_in_force_is_frozen_in_the_database():
+    book_id = PriceBook.objects.order_by("-effective_from").values_list("pk", flat=True).first()
+    for sql in (
+        "UPDATE ledger_pricebook SET platform_fee_bps = 100 WHERE id = %s",
+        "UPDATE ledger_tiermultiplier SET multiplier = 9 WHERE book_id = %s",
+        "DELETE FROM ledger_regionmultiplier WHERE book_id = %s",
+    ):
+        with pytest.raises(Exception, match="frozen"), transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute(sql, [book_id])
+    assert rules_at().tier_multiplier("rtx-4090") == Decimal("3.0")
+
+
+def test_the_database_refuses_a_platform_fee_above_20_percent():
+    book = price_book_copy(
+        source=PriceBook.objects.first(), effective_from=timezone.now() + timedelta(days=1)
+    )
+    book.platform_fee_bps = 2001
+    with pytest.raises(IntegrityError, match="platform_fee"), transaction.atomic():
+        book.save()
+    book.refresh_from_db()
+    book.platform_fee_bps = 2000
+    book.save()  # a draft is editable up to the cap
+
+
+def test_a_new_version_takes_over_at_its_effective_from():
+    now = timezone.now()
+    draft = price_book_copy(source=PriceBook.objects.first(), effective_from=now + timedelta(hours=1))
+    TierMultiplier.objects.filter(book=draft, tier="gtx-1080").update(multiplier=Decimal("1.7"))
+    assert rules_at(now).tier_multiplier("gtx-1080") == Decimal("1.5")
+    later = rules_at(now + timedelta(hours=2))
+    assert later.version == draft.pk
+    assert later.tier_multiplier("gtx-1080") == Decimal("1.7")
+    assert later.tiers.keys() == rules_at(now).tiers.keys()
+
+
+def test_the_market_moves_a_spot_price_within_bounds_and_records_it():
+    assert spot_price_get(region="in", tier="rtx-4090") == 105  # no row yet: the rules' start
+    with transaction.atomic():
+        row = spot_price_set(region="IN", tier="rtx-4090", price=120, reason="demand", actor="beat")
+    assert (row.region, row.price_per_s_minor, row.min_per_s_minor, row.max_per_s_minor) == (
+        "in", 120, 52, 315,  # bounds 50% .. 300% of the starting 105
+    )
+    events = list(Event.objects.filter(stream="spot:in:rtx-4090").order_by("version"))
+    assert [e.type for e in events] == ["SpotPriceChanged", "SpotPriceChanged"]
+    assert events[1].payload["old_price_per_s_minor"] == 105
+    assert events[1].payload["reason"] == "demand"
+    assert spot_price_get(region="in", tier="rtx-4090") == 120
+
+    with transaction.atomic():
+        spot_price_set(region="in", tier="rtx-4090", price=120, reason="same", actor="beat")
+    assert Event.objects.filter(stream="spot:in:rtx-4090").count() == 2  # no change, no event
+    with pytest.raises(PriceOutOfBounds, match="52-315"):
+        spot_price_set(region="in", tier="rtx-4090", price=316, reason="spike", actor="beat")
+    assert row.clamp(316) == 315 and row.clamp(1) == 52
+    assert verify_ledger().ok
+
+
+def test_admin_bounds_clamp_the_price_and_are_events():
+    with transaction.atomic():
+        spot_price_set(region="uk", tier="gtx-1080", price=100, reason="demand", actor="beat")
+    with transaction.atomic():
+        row = spot_bounds_set(region="uk", tier="gtx-1080", min_price=60, max_price=90,
+                              actor="user:dave")
+    assert (row.price_per_s_minor, row.min_per_s_minor, row.max_per_s_minor) == (90, 60, 90)
+    assert Event.objects.filter(stream="spot:uk:gtx-1080", type="SpotBoundsChanged").count() == 1
+    with pytest.raises(DomainError):
+        spot_bounds_set(region="uk", tier="gtx-1080", min_price=10, max_price=5, actor="x")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        SpotPrice.objects.filter(pk=row.pk).update(price_per_s_minor=91)
+    report = verify_ledger()
+    assert report.ok, report.problems
+
+
+def test_verify_notices_a_spot_price_changed_behind_the_log():
+    with transaction.atomic():
+        spot_price_set(region="us", tier="cpu", price=45, reason="demand", actor="beat")
+    SpotPrice.objects.filter(region="us", tier="cpu").update(price_per_s_minor=50)
+    report = verify_ledger()
+    assert any("spot price us/cpu" in p for p in report.problems), report.problems

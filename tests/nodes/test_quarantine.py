@@ -1,0 +1,149 @@
+import pytest
+from django.test import Client
+
+from nodes.models import DriverBlock, GpuTier, Node, NodeState
+from nodes.services import node_quarantine_lift, node_record_outcome
+from tests.conftest import client_with_key
+from tests.nodes.conftest import beat, gpu, node_events, register_node
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def admin_client(dave) -> Client:
+    client = Client()
+    client.force_login(dave)
+    return client
+
+
+def test_a_blocklisted_driver_quarantines_the_node_at_registration(bob):
+    DriverBlock.objects.create(vendor="nvidia", pattern="535.54.*", reason="corrupts fp16 results")
+    node, key = register_node(bob, gpus=[gpu(driver_version="535.54.03")])
+    assert node.state == NodeState.QUARANTINED
+    assert node.quarantine_rule == "driver_blocklisted"
+    assert "535.54.03" in node.quarantine_reason and "corrupts fp16" in node.quarantine_reason
+    assert [t for t, _ in node_events(node)] == ["NodeRegistered", "NodeQuarantined"]
+    # The operator sees why; the agent is told to stop claiming.
+    assert beat(client_with_key(key)).json() | {"leases": None} == {
+        "poll_interval_s": 30,
+        "drain": True,
+        "leases": None,
+        "cancel": [],
+        "state": "quarantined",
+    }
+
+
+@pytest.mark.parametrize(
+    ("vendor", "pattern", "blocked"),
+    [
+        ("", "550.54.14", True),
+        ("nvidia", "550.*", True),
+        ("amd", "550.*", False),
+        ("nvidia", "551.*", False),
+        ("NVIDIA", "550.54.1?", True),
+    ],
+)
+def test_driver_blocks_match_by_vendor_and_pattern(bob, vendor, pattern, blocked):
+    DriverBlock.objects.create(vendor=vendor, pattern=pattern, reason="bad")
+    node, _ = register_node(bob)
+    assert (node.state == NodeState.QUARANTINED) is blocked
+
+
+def test_an_old_gpu_is_not_quarantined_but_cannot_take_fp16_work(bob):
+    node, _ = register_node(bob, gpus=[gpu("NVIDIA GeForce GTX 1080", 8192, "6.1")])
+    assert (node.state, node.tier, node.fp16_ok) == (NodeState.OFFLINE, "gtx-1080", False)
+
+
+def test_adding_a_block_in_the_admin_quarantines_nodes_already_running_it(
+    bob, mallory, admin_client
+):
+    hit, _ = register_node(bob, gpus=[gpu(driver_version="535.54.03")])
+    miss, _ = register_node(mallory, gpus=[gpu(driver_version="550.54.14")])
+    response = admin_client.post(
+        "/admin/nodes/driverblock/add/",
+        {
+            "vendor": "nvidia",
+            "pattern": "535.*",
+            "reason": "known bad",
+        },
+    )
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    hit.refresh_from_db()
+    miss.refresh_from_db()
+    assert (hit.state, miss.state) == (NodeState.QUARANTINED, NodeState.OFFLINE)
+
+
+def test_an_admin_lifts_a_quarantine_with_an_event_and_a_fresh_start(bob, admin_client):
+    node, key = register_node(bob)
+    client = client_with_key(key)
+    for _ in range(3):
+        beat(client, gpus=[{"index": 0, "throttled": True}])
+        beat(client, gpus=[{"index": 0, "throttled": False}])
+    for _ in range(3):
+        node_record_outcome(node_id=node.pk, success=True)
+    node.refresh_from_db()
+    assert node.state == NodeState.QUARANTINED and node.reliability > 0.5
+    response = admin_client.post(
+        "/admin/nodes/node/",
+        {
+            "action": "lift_quarantine",
+            "_selected_action": [node.pk],
+        },
+    )
+    assert response.status_code == 302
+    node.refresh_from_db()
+    assert (node.state, node.quarantine_reason, node.thermal_events, node.reliability) == (
+        NodeState.OFFLINE,
+        "",
+        [],
+        0.5,
+    )
+    assert node_events(node)[-1] == (
+        "NodeQuarantineLifted",
+        {"from": "quarantined", "to": "offline"},
+    )
+    assert beat(client).json()["state"] == "online"
+    # Lifting a node that is not quarantined does nothing.
+    assert node_quarantine_lift(node=node, actor="test") is False
+
+
+def test_admin_actions_quarantine_and_retire(bob, admin_client):
+    node, key = register_node(bob)
+    admin_client.post("/admin/nodes/node/", {"action": "quarantine", "_selected_action": [node.pk]})
+    node.refresh_from_db()
+    assert (node.state, node.quarantine_rule) == (NodeState.QUARANTINED, "admin")
+    admin_client.post("/admin/nodes/node/", {"action": "retire", "_selected_action": [node.pk]})
+    node.refresh_from_db()
+    assert node.state == NodeState.RETIRED and node.key_revoked_at is not None
+    assert beat(client_with_key(key)).status_code == 401
+
+
+@pytest.mark.parametrize("model", ["node", "gputier", "driverblock"])
+def test_every_nodes_model_has_a_working_admin(bob, admin_client, model):
+    register_node(bob)
+    DriverBlock.objects.create(pattern="1.*", reason="x")
+    assert admin_client.get(f"/admin/nodes/{model}/").status_code == 200
+    pk = {"node": Node, "gputier": GpuTier, "driverblock": DriverBlock}[model].objects.first().pk
+    assert admin_client.get(f"/admin/nodes/{model}/{pk}/change/").status_code == 200
+
+
+def test_the_tier_admin_refuses_a_broken_pattern(admin_client):
+    response = admin_client.post(
+        "/admin/nodes/gputier/add/",
+        {
+            "slug": "broken",
+            "label": "Broken",
+            "kind": "named",
+            "pattern": "rtx (40",
+            "multiplier": "1.0",
+            "rank": "1",
+        },
+    )
+    assert response.status_code == 200 and "Not a regular expression" in response.content.decode()
+    assert not GpuTier.objects.filter(slug="broken").exists()
+
+
+def test_nodes_cannot_be_added_or_deleted_in_the_admin(bob, admin_client):
+    node, _ = register_node(bob)
+    assert admin_client.get("/admin/nodes/node/add/").status_code == 403
+    assert admin_client.get(f"/admin/nodes/node/{node.pk}/delete/").status_code == 403

@@ -1,0 +1,199 @@
+import pytest
+from django.test import override_settings
+
+from nodes import hooks
+from nodes.auth import resolve_agent_key
+from nodes.models import Node, NodeState
+from nodes.signing import hub_public_key_b64
+from people.keys import hash_key
+from tests.conftest import client_with_key, key_for
+from tests.nodes.conftest import beat, capabilities, node_events, register_node
+
+pytestmark = pytest.mark.django_db
+
+
+def register(client, **body):
+    payload = {"name": "rig-1", "region": "IN", "capabilities": capabilities()} | body
+    return client.post("/api/v1/nodes/", payload, format="json")
+
+
+def test_it_registers_a_node_and_shows_its_agent_key_once(api, bob, settings):
+    response = register(api(bob, "operator"))
+    assert response.status_code == 201, response.content
+    body = response.json()
+    node = Node.objects.get()
+    assert body["node"]["id"] == node.pk
+    assert (body["node"]["state"], body["node"]["tier"]) == ("offline", "rtx-4090")
+    assert body["agent_key"].startswith("cpa_") and len(body["agent_key"]) > 40
+    assert body["hub_public_key"] == hub_public_key_b64()
+    assert body["heartbeat_interval_s"] == settings.NODE_HEARTBEAT_INTERVAL_S
+    # Stored hashed: the plaintext is nowhere in the row.
+    assert node.agent_key_hash == hash_key(body["agent_key"])
+    row = Node.objects.filter(pk=node.pk).values().get()
+    assert not any(body["agent_key"] in str(value) for value in row.values())
+    assert node_events(node)[0][0] == "NodeRegistered"
+    assert node.event_version == 1
+    # Listing the node later shows its key's prefix, never the key.
+    listed = api(bob, "operator").get(f"/api/v1/nodes/{node.pk}").json()
+    assert "agent_key" not in listed and listed["agent_key_prefix"] == body["agent_key"][:12]
+
+
+def test_an_agent_key_authenticates_in_one_query_as_its_node(bob, django_assert_num_queries):
+    node, key = register_node(bob)
+    with django_assert_num_queries(1):
+        user, auth = resolve_agent_key(key)
+        assert user.username == "bob"  # the operator came in the same query
+    assert auth == node
+
+
+@pytest.mark.parametrize(("user", "role"), [("alice", "submitter"), ("carol", "finance")])
+def test_only_an_operator_key_registers_a_node(request, user, role):
+    person = request.getfixturevalue(user)
+    response = register(client_with_key(key_for(person, role)))
+    assert response.status_code == 403
+    assert not Node.objects.exists()
+
+
+def test_mallorys_submitter_key_cannot_register_though_she_is_an_operator(mallory):
+    assert register(client_with_key(key_for(mallory, "submitter"))).status_code == 403
+    assert register(client_with_key(key_for(mallory, "operator"))).status_code == 201
+
+
+def test_an_agent_key_cannot_register_a_node_nor_use_the_operator_api(bob, bobs_node):
+    node, key = bobs_node
+    agent = client_with_key(key)
+    assert register(agent).status_code == 403
+    assert agent.get("/api/v1/nodes/").status_code == 403
+    assert agent.get(f"/api/v1/nodes/{node.pk}").status_code == 403
+    assert agent.post(f"/api/v1/nodes/{node.pk}/retire").status_code == 403
+    assert agent.get("/api/v1/me").status_code == 403  # never acts as the operator person
+    assert Node.objects.count() == 1 and Node.objects.get().state == NodeState.OFFLINE
+
+
+def test_no_key_no_registration(client):
+    response = client.post("/api/v1/nodes/", {}, content_type="application/json")
+    assert response.status_code in (401, 403)
+    assert response.json()["error"] in ("not_authenticated", "authentication_failed")
+
+
+def test_operators_list_only_their_own_nodes(api, bob, mallory):
+    mine, _ = register_node(bob, name="bob-1")
+    register_node(mallory, name="mallory-1")
+    response = api(bob, "operator").get("/api/v1/nodes/")
+    assert [n["name"] for n in response.json()["results"]] == ["bob-1"]
+    assert response.json()["results"][0]["id"] == mine.pk
+
+
+def test_another_operator_cannot_see_rename_retire_or_read_the_history(api, bob, mallory):
+    node, _key = register_node(bob)
+    client = api(mallory, "operator")
+    assert client.get(f"/api/v1/nodes/{node.pk}").status_code == 404
+    assert client.patch(f"/api/v1/nodes/{node.pk}", {"name": "mine"}).status_code == 404
+    assert client.post(f"/api/v1/nodes/{node.pk}/retire").status_code == 404
+    assert client.get(f"/api/v1/nodes/{node.pk}/history").status_code == 404
+    node.refresh_from_db()
+    assert (node.name, node.state, node.key_revoked_at) == ("rig-1", NodeState.OFFLINE, None)
+    assert [t for t, _ in node_events(node)] == ["NodeRegistered"]
+    # A node id that does not exist reads the same as someone else's.
+    assert client.get("/api/v1/nodes/999999").status_code == 404
+
+
+def test_it_renames_a_node_with_an_event(api, bob, bobs_node):
+    node, _ = bobs_node
+    response = api(bob, "operator").patch(f"/api/v1/nodes/{node.pk}", {"name": "big rig"})
+    assert response.status_code == 200 and response.json()["name"] == "big rig"
+    assert node_events(node)[-1] == ("NodeRenamed", {"name": "big rig", "previous": "rig-1"})
+
+
+@pytest.mark.parametrize("name", ["", "x" * 101, "a\nb"])
+def test_a_bad_name_is_refused(api, bob, bobs_node, name):
+    node, _ = bobs_node
+    response = api(bob, "operator").patch(f"/api/v1/nodes/{node.pk}", {"name": name})
+    assert response.status_code == 400 and "name" in response.json()["fields"]
+
+
+def test_retiring_revokes_the_agent_key_and_returns_the_nodes_leases(api, bob, bobs_node):
+    node, key = bobs_node
+    assert beat(client_with_key(key)).status_code == 200
+    gone: list[list[int]] = []
+    hooks.register_offline_hook(gone.append)
+    try:
+        response = api(bob, "operator").post(f"/api/v1/nodes/{node.pk}/retire")
+    finally:
+        hooks.unregister(gone.append)
+    assert response.status_code == 200 and response.json()["state"] == "retired"
+    assert response.json()["key_revoked_at"] is not None
+    assert gone == [[node.pk]]
+    assert beat(client_with_key(key)).status_code == 401
+    assert client_with_key(key).get("/api/v1/agent/me").status_code == 401
+    assert node_events(node)[-1] == ("NodeRetired", {"from": "online", "to": "retired"})
+    # Retiring again changes nothing and writes nothing.
+    assert api(bob, "operator").post(f"/api/v1/nodes/{node.pk}/retire").status_code == 200
+    assert [t for t, _ in node_events(node)].count("NodeRetired") == 1
+    # A retired node cannot be renamed.
+    response = api(bob, "operator").patch(f"/api/v1/nodes/{node.pk}", {"name": "again"})
+    assert response.status_code == 409
+
+
+def test_an_inactive_operators_agent_keys_stop_working(bob, bobs_node):
+    _node, key = bobs_node
+    bob.is_active = False
+    bob.save(update_fields=["is_active"])
+    assert beat(client_with_key(key)).status_code == 401
+
+
+def test_a_made_up_agent_key_is_refused(bobs_node):
+    assert beat(client_with_key("cpa_" + "x" * 43)).status_code == 401
+
+
+def test_an_operator_has_a_node_limit(api, bob):
+    client = api(bob, "operator")
+    with override_settings(NODE_MAX_PER_OPERATOR=2):
+        assert register(client).status_code == 201
+        assert register(client).status_code == 201
+        response = register(client)
+        assert response.status_code == 409 and response.json()["error"] == "node_limit"
+        # A retired node no longer counts.
+        Node.objects.filter(pk=Node.objects.first().pk).update(state=NodeState.RETIRED)
+        assert register(client).status_code == 201
+
+
+def test_the_history_lists_the_nodes_events_newest_first(api, bob, bobs_node):
+    node, key = bobs_node
+    beat(client_with_key(key))
+    beat(client_with_key(key), status="draining")
+    response = api(bob, "operator").get(f"/api/v1/nodes/{node.pk}/history")
+    assert response.status_code == 200
+    results = response.json()["results"]
+    assert [(e["version"], e["type"]) for e in results] == [
+        (3, "NodeStateChanged"),
+        (2, "NodeStateChanged"),
+        (1, "NodeRegistered"),
+    ]
+    assert results[0]["payload"] == {"from": "online", "to": "draining", "reason": "agent_draining"}
+    assert results[0]["actor"] == f"node:{node.pk}"
+
+
+def test_the_agent_reads_its_own_node(bobs_node, settings):
+    node, key = bobs_node
+    response = client_with_key(key).get("/api/v1/agent/me")
+    assert response.status_code == 200
+    assert response.json() | {"capabilities": None} == {
+        "id": node.pk,
+        "name": "rig-1",
+        "state": "offline",
+        "tier": "rtx-4090",
+        "reliability": 0.5,
+        "region": "IN",
+        "capabilities": None,
+        "quarantine_reason": "",
+        "cooldown_until": None,
+        "heartbeat_interval_s": settings.NODE_HEARTBEAT_INTERVAL_S,
+    }
+    assert response.json()["capabilities"]["gpus"][0]["name"] == "NVIDIA GeForce RTX 4090"
+
+
+def test_an_operator_key_cannot_use_the_agent_api(api, bob, bobs_node):
+    client = api(bob, "operator")
+    assert client.get("/api/v1/agent/me").status_code == 403
+    assert beat(client).status_code == 403

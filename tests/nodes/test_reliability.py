@@ -1,0 +1,127 @@
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from nodes.models import Node, NodeState
+from nodes.services import node_record_outcome, nodes_reliability_decay
+from nodes.services.reliability import decay
+from nodes.tasks import decay_reliability
+from tests.nodes.conftest import node_events
+
+pytestmark = pytest.mark.django_db
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+# What the claim's "trusted" bar might be; a new node must start below any sensible one.
+TRUSTED = 0.8
+
+
+@pytest.fixture
+def node(bobs_node):
+    node, _ = bobs_node
+    Node.objects.filter(pk=node.pk).update(reliability_at=T0)
+    return node
+
+
+def record(node, *outcomes: bool, start=T0, step=timedelta(minutes=1)):
+    result = None
+    for i, success in enumerate(outcomes):
+        result = node_record_outcome(node_id=node.pk, success=success, now=start + i * step)
+    return result
+
+
+def test_a_new_node_starts_below_trust(node):
+    assert node.reliability == 0.5 < TRUSTED
+
+
+def test_successes_raise_it_and_failures_lower_it(node):
+    scores = [record(node, True, start=T0 + timedelta(minutes=i)).reliability for i in range(5)]
+    assert scores == sorted(scores) and scores[0] > 0.5
+    assert scores[-1] == pytest.approx(6 / 7, abs=1e-3)  # Beta(6, 1)
+    failed = record(node, False, start=T0 + timedelta(minutes=10)).reliability
+    assert failed < scores[-1]
+
+
+def test_it_takes_a_run_of_successes_to_earn_trust(node):
+    after_three = record(node, True, True, True).reliability
+    assert after_three < TRUSTED  # Beta(4, 1): 0.8 is not above the bar
+    assert record(node, True, start=T0 + timedelta(minutes=5)).reliability > TRUSTED
+
+
+def test_evidence_halves_every_half_life(node, settings):
+    settings.NODE_RELIABILITY_HALF_LIFE_H = 24
+    record(node, True, True, True, True, step=timedelta(0))  # alpha = 5
+    alpha, beta = decay(5.0, 1.0, 24 * 3600)
+    assert (alpha, beta) == (3.0, 1.0)
+    later = record(node, False, start=T0 + timedelta(hours=24))
+    node.refresh_from_db()
+    assert node.rel_alpha == pytest.approx(3.0, abs=1e-3) and node.rel_beta == 2.0
+    assert later.reliability == pytest.approx(0.6, abs=1e-3)
+
+
+def test_three_failures_in_a_row_cool_the_node_down(node, settings):
+    settings.NODE_COOLDOWN_S = 900
+    assert record(node, False, False, True, False, False).cooldown_until is None
+    outcome = record(node, False, start=T0 + timedelta(minutes=10))
+    assert outcome.cooldown_until == T0 + timedelta(minutes=10, seconds=900)
+    node.refresh_from_db()
+    assert node.consecutive_failures == 0 and node.cooling_down(T0 + timedelta(minutes=11))
+    assert not node.cooling_down(T0 + timedelta(minutes=26))
+    cooled = [p for t, p in node_events(node) if t == "NodeCooledDown"]
+    assert cooled == [{"until": outcome.cooldown_until.isoformat(), "consecutive_failures": 3}]
+    assert node.event_version == len(node_events(node))
+
+
+def test_an_error_rate_above_the_limit_over_enough_outcomes_quarantines(node, settings):
+    settings.NODE_ERROR_RATE_MIN_SAMPLE = 20
+    settings.NODE_MAX_ERROR_RATE_PCT = 5
+    # 1 failure in 19: not enough outcomes to judge yet.
+    assert not record(node, *([True] * 18), False, step=timedelta(0)).quarantined
+    # The 20th outcome, a second failure: 10% of 20.
+    outcome = record(node, False)
+    assert outcome.quarantined
+    node.refresh_from_db()
+    assert node.state == NodeState.QUARANTINED and node.quarantine_rule == "error_rate"
+    assert "10% of recent attempts failed" in node.quarantine_reason
+
+
+def test_a_low_error_rate_is_fine(node, settings):
+    settings.NODE_ERROR_RATE_MIN_SAMPLE = 20
+    outcome = record(node, *([True] * 40), False)
+    assert not outcome.quarantined and node.state == NodeState.OFFLINE
+
+
+def test_the_decay_task_moves_scores_back_towards_the_prior(node, settings):
+    settings.NODE_RELIABILITY_HALF_LIFE_H = 24
+    record(node, *([True] * 8), step=timedelta(0))  # Beta(9, 1)
+    assert nodes_reliability_decay(now=T0 + timedelta(hours=24)) == 1
+    node.refresh_from_db()
+    assert node.rel_alpha == pytest.approx(5.0, abs=1e-3)
+    assert node.reliability == pytest.approx(5 / 6, abs=1e-3)
+
+
+def test_a_double_fire_of_the_decay_changes_nothing(node):
+    record(node, True, True)
+    later = T0 + timedelta(hours=5)
+    assert nodes_reliability_decay(now=later) == 1
+    before = Node.objects.values("rel_alpha", "rel_beta", "reliability", "reliability_at").get()
+    assert nodes_reliability_decay(now=later) == 0
+    assert nodes_reliability_decay(now=later + timedelta(minutes=1)) == 0
+    assert (
+        Node.objects.values("rel_alpha", "rel_beta", "reliability", "reliability_at").get()
+        == before
+    )
+
+
+def test_long_forgotten_evidence_snaps_to_the_prior_and_is_then_left_alone(node, settings):
+    settings.NODE_RELIABILITY_HALF_LIFE_H = 1
+    record(node, True)
+    assert nodes_reliability_decay(now=T0 + timedelta(hours=30)) == 1
+    node.refresh_from_db()
+    assert (node.rel_alpha, node.rel_beta, node.reliability) == (1.0, 1.0, 0.5)
+    assert nodes_reliability_decay(now=T0 + timedelta(hours=60)) == 0
+
+
+def test_the_celery_task_runs_the_decay(node):
+    record(node, True, start=datetime.now(UTC) - timedelta(hours=2))
+    assert decay_reliability() == 1
+    assert decay_reliability() == 0
