@@ -26,9 +26,11 @@ from agent.spec import SpecRejected, verify_spec
 
 log = logging.getLogger(__name__)
 
+# Found through $COMPUTEPOOL_IN, which every sandbox sets (/in in Docker and bubblewrap; a host
+# directory when running without a sandbox), so one command works in all of them.
 SCRIPT_COMMANDS = {
-    "sh": ("script.sh", ["sh", "/in/script.sh"]),
-    "python": ("script.py", ["python3", "/in/script.py"]),
+    "sh": ("script.sh", ["sh", "-c", 'exec sh "$COMPUTEPOOL_IN/script.sh"']),
+    "python": ("script.py", ["sh", "-c", 'exec python3 "$COMPUTEPOOL_IN/script.py"']),
 }
 # A job reports progress by printing this on stdout, e.g. "CP_PROGRESS 40 encoding frames".
 PROGRESS_LINE = re.compile(r"^CP_PROGRESS\s+(\d{1,3})(?:\s+(.*))?$")

@@ -135,8 +135,8 @@ def test_it_builds_a_container_request_with_slice_env_and_limits() -> None:
 @pytest.mark.parametrize(
     ("interpreter", "file_name", "command"),
     [
-        ("sh", "script.sh", ["sh", "/in/script.sh"]),
-        ("python", "script.py", ["python3", "/in/script.py"]),
+        ("sh", "script.sh", ["sh", "-c", 'exec sh "$COMPUTEPOOL_IN/script.sh"']),
+        ("python", "script.py", ["sh", "-c", 'exec python3 "$COMPUTEPOOL_IN/script.py"']),
     ],
 )
 def test_it_puts_a_script_in_the_inputs(interpreter: str, file_name: str, command: list) -> None:
@@ -419,4 +419,4 @@ def test_it_sends_script_input_base64_decoded(hub: HubStub, keys: HubKeys) -> No
 
     (request,) = sandbox.requests
     assert request.inputs == {"x": b"\x00binary", "script.sh": b"echo $CP_SLICE_INDEX"}
-    assert request.command == ["sh", "/in/script.sh"]
+    assert request.command == ["sh", "-c", 'exec sh "$COMPUTEPOOL_IN/script.sh"']
