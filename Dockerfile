@@ -10,4 +10,4 @@ RUN useradd --system --uid 10001 computepool \
     && SECRET_KEY=build python manage.py collectstatic --noinput
 USER computepool
 EXPOSE 8000
-CMD ["gunicorn", "computepool.wsgi", "-b", "0.0.0.0:8000", "-w", "4", "--timeout", "60"]
+CMD ["gunicorn", "computepool.wsgi", "-b", "0.0.0.0:8000", "-w", "4", "-k", "gthread", "--threads", "16", "--timeout", "60"]

@@ -22,7 +22,7 @@ from ledger.services import event_append
 from nodes.signing import sign
 
 _CLAIM_SQL = """
-SELECT t.id, t.job_id, t.index, t.attempts, t.version, j.state, j.spec, j.kind, j.timeout_s,
+SELECT t.id, t.job_id, t."index", t.attempts, t.version, j.state, j.spec, j.kind, j.timeout_s,
        j.cpu_cores, j.ram_mb, j.disk_mb, j.min_vram_mb, j.gpu_count, j.slices
   FROM jobs_task t JOIN jobs_job j ON j.id = t.job_id
  WHERE t.state = 'queued'

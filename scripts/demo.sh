@@ -65,7 +65,9 @@ step "People: an admin, a submitter and an operator"
 echo "admin login: $HUB/admin/  user: admin  password: $ADMIN_PASSWORD"
 
 step "Starting the hub, a Celery worker and Celery beat"
-start hub "$ROOT/.venv/bin/gunicorn" computepool.wsgi -b "127.0.0.1:$PORT" -w 2 --timeout 60 \
+# Threads, not sync workers: an idle agent long-polls a claim and must not hold a whole worker.
+start hub "$ROOT/.venv/bin/gunicorn" computepool.wsgi -b "127.0.0.1:$PORT" -w 2 -k gthread \
+  --threads 16 --timeout 60 \
   --access-logfile -
 start worker "$ROOT/.venv/bin/celery" -A computepool worker -l info --concurrency 2 -n demo@%h
 start beat "$ROOT/.venv/bin/celery" -A computepool beat -l info -s "$VAR/celerybeat-schedule"

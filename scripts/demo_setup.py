@@ -1,6 +1,6 @@
 """Demo helper: creates the demo's people and keys; prints shell assignments for demo.sh.
 
-    python scripts/demo_setup.py people
+python scripts/demo_setup.py people
 """
 
 import os
@@ -42,5 +42,97 @@ def people() -> None:
     print(f"OPERATOR_KEY={keys['operator']}")
 
 
+def node_state() -> None:
+    from nodes.models import Node
+
+    print(
+        Node.objects.filter(name="demo-rig").order_by("-id").values_list("state", flat=True).first()
+        or "missing"
+    )
+
+
+SAMPLES = [
+    {
+        "name": "hello-slices",
+        "kind": "script",
+        "slices": 3,
+        "timeout_s": 60,
+        "price_ceiling": 100,
+        "script": 'echo "slice $CP_SLICE_INDEX of $CP_SLICE_COUNT: $(echo pooled compute | wc -c)'
+        ' bytes"\necho "slice $CP_SLICE_INDEX" > "$COMPUTEPOOL_OUT/result.txt"\n',
+    },
+    {
+        "name": "count-primes",
+        "kind": "script",
+        "slices": 1,
+        "timeout_s": 60,
+        "price_ceiling": 100,
+        "script": "n=0; for i in $(seq 2 400); do p=1; for d in $(seq 2 $((i - 1))); do "
+        "[ $((i % d)) -eq 0 ] && p=0 && break; done; n=$((n + p)); done; "
+        'echo "primes below 400: $n"\n',
+    },
+]
+
+
+def submit(hub: str, key: str) -> None:
+    """Submit the samples over HTTP, as any submitter would, and wait for them to finish."""
+    import time
+
+    import requests
+
+    session = requests.Session()
+    session.headers["Authorization"] = f"Bearer {key}"
+    ids = []
+    for body in SAMPLES:
+        response = session.post(f"{hub}/api/v1/jobs/", json=body, timeout=10)
+        response.raise_for_status()
+        ids.append(response.json()["id"])
+        print(f"submitted job {ids[-1]} ({body['name']}, {body['slices']} slice(s))")
+    deadline = time.monotonic() + 120
+    jobs = {}
+    while time.monotonic() < deadline:
+        jobs = {i: session.get(f"{hub}/api/v1/jobs/{i}", timeout=10).json() for i in ids}
+        if all(j["state"] in ("succeeded", "failed", "cancelled") for j in jobs.values()):
+            break
+        time.sleep(0.5)
+    for job in jobs.values():
+        print(f"\njob {job['id']} {job['name']}: {job['state']}")
+        for task in job["tasks"]:
+            for attempt in task["attempts"]:
+                out = attempt["stdout_tail"].strip().replace("\n", " | ")
+                files = ", ".join(a["name"] for a in attempt["artifacts"]) or "none"
+                print(
+                    f"  slice {task['index']}: {attempt['state']} in "
+                    f"{attempt['runtime_ms']} ms on node {attempt['node_id']}: {out!r} "
+                    f"(outputs: {files})"
+                )
+    money()
+    if any(j["state"] != "succeeded" for j in jobs.values()):
+        sys.exit("a sample job did not succeed; see var/demo/log/agent.log")
+
+
+def money() -> None:
+    from django.db.models import Sum
+
+    from ledger.models import Posting
+
+    def total(**filters: object) -> int:
+        return Posting.objects.filter(**filters).aggregate(s=Sum("amount"))["s"] or 0
+
+    spent = -total(entry__kind="settlement", amount__lt=0)
+    earned = total(entry__kind="settlement", account__kind="earnings")
+    fee = total(entry__kind="settlement", account__kind="revenue")
+    print(
+        f"\nalice spent {spent / 100:.2f} credits; bob earned {earned / 100:.2f}; "
+        f"the platform's fee was {fee / 100:.2f} (spent = earned + fee: "
+        f"{'yes' if spent == earned + fee else 'NO'})"
+    )
+
+
 if __name__ == "__main__":
-    {"people": people}[sys.argv[1]]()
+    {
+        "people": people,
+        "node_state": node_state,
+        "submit": lambda: submit(*sys.argv[2:4]),
+        "money": money,
+    }[sys.argv[1]]()

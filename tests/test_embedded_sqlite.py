@@ -64,3 +64,62 @@ def test_concurrent_writers_share_the_sqlite_file(tmp_path):
     assert "ledger OK" in out
     events = int(out.split("ledger OK: ")[1].split(" events")[0])
     assert events >= 3 * 40 + 4
+
+
+JOB_FLOW = """
+import os, sys
+sys.path.insert(0, os.getcwd())
+import django
+django.setup()
+from jobs.attempts import attempt_complete
+from jobs.claim import task_claim
+from jobs.node_profile import profile_for
+from jobs.serializers import JobIn
+from jobs.submission import job_submit
+from ledger.funding import credits_grant
+from ledger.verify import verify_ledger
+from nodes.models import Node
+from nodes.services import node_heartbeat, node_register
+from people.services import user_create
+
+op = user_create(username="op", roles=["operator"])
+sub = user_create(username="sub", roles=["submitter"])
+caps = {"gpus": [], "cpu": {"model": "x", "arch": "x86_64", "physical_cores": 4,
+        "logical_cores": 8, "avx": True, "avx2": True, "avx512": False}, "ram_mb": 8000,
+        "disk_free_mb": 9000, "os": {}, "sandboxes": [], "detection": {}, "agent_version": "t"}
+node, _ = node_register(operator=op, name="n", region="IN", capabilities=caps, actor="t")
+node_heartbeat(node=node, status="available", load={}, gpus=[], lease_tokens=[])
+credits_grant(user_id=sub.pk, amount=10**6, actor="t", reference="t", idempotency_key="k")
+data = JobIn(data={"kind": "script", "script": "true", "slices": 2, "price_ceiling": 100})
+data.is_valid(raise_exception=True)
+job = job_submit(submitter_id=sub.pk, data=data.validated_data).job
+profile = profile_for(Node.objects.get(pk=node.pk))
+for _ in range(2):
+    lease = task_claim(profile=profile)
+    attempt_complete(attempt_id=lease.attempt_id, token=lease.lease_token, node_id=node.pk,
+                     exit_code=0)
+assert task_claim(profile=profile) is None
+job.refresh_from_db()
+report = verify_ledger()
+print(job.state, report.ok, report.problems)
+"""
+
+
+def test_the_job_path_runs_on_the_embedded_sqlite(tmp_path):
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL"}
+    }
+    env.update(
+        {
+            "COMPUTEPOOL_VAR_DIR": str(tmp_path),
+            "DEBUG": "1",
+            "DJANGO_SETTINGS_MODULE": "computepool.settings",
+        }
+    )
+    migrate = run(["manage.py", "migrate", "--noinput"], env)
+    assert migrate.wait(120) == 0, migrate.stderr.read()
+    flow = run(["-c", JOB_FLOW], env)
+    assert flow.wait(120) == 0, flow.stderr.read()
+    assert flow.stdout.read().strip() == "succeeded True []"
