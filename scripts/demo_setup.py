@@ -11,7 +11,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "computepool.settings")
 
-import django  # noqa: E402
+import django
 
 django.setup()
 
@@ -22,7 +22,7 @@ from people.services import api_key_create, role_grant  # noqa: E402
 
 
 def people() -> None:
-    User = get_user_model()  # noqa: N806
+    User = get_user_model()
     password = secrets.token_urlsafe(12)
     with transaction.atomic():
         admin, _ = User.objects.get_or_create(
