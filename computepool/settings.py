@@ -231,9 +231,7 @@ NODE_REAPER_INTERVAL_S = env_int("NODE_REAPER_INTERVAL_S", 10, minimum=1, maximu
 NODE_MAX_PER_OPERATOR = env_int("NODE_MAX_PER_OPERATOR", 1000, minimum=1)
 # Reliability: a Beta posterior whose evidence halves every half-life (see docs/nodes.md).
 NODE_RELIABILITY_HALF_LIFE_H = env_int("NODE_RELIABILITY_HALF_LIFE_H", 168, minimum=1)
-NODE_RELIABILITY_DECAY_INTERVAL_S = env_int(
-    "NODE_RELIABILITY_DECAY_INTERVAL_S", 3600, minimum=60
-)
+NODE_RELIABILITY_DECAY_INTERVAL_S = env_int("NODE_RELIABILITY_DECAY_INTERVAL_S", 3600, minimum=60)
 NODE_COOLDOWN_AFTER_FAILURES = env_int("NODE_COOLDOWN_AFTER_FAILURES", 3, minimum=1)
 NODE_COOLDOWN_S = env_int("NODE_COOLDOWN_S", 900, minimum=0)
 # Disqualification thresholds.

@@ -19,6 +19,7 @@ register(
         "operator_id": INT,
         "name": STR,
         "region": STR,
+        "price_floor": NON_NEGATIVE_INT,
         "state": STATE,
         "tier": STR,
         "gpu_name": STR,
@@ -33,6 +34,11 @@ register(
     "NodeRenamed",
     properties={"name": STR, "previous": STR},
     description="The operator renamed the node.",
+)
+register(
+    "NodePriceFloorSet",
+    properties={"price_floor": NON_NEGATIVE_INT, "previous": NON_NEGATIVE_INT},
+    description="The operator set the lowest price per second (minor units) the node accepts.",
 )
 register(
     "NodeStateChanged",

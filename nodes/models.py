@@ -44,6 +44,9 @@ class Node(models.Model):
     # The version of the stream node:<id>: bumped in the same UPDATE as every change it records.
     event_version = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
+    # The lowest price the operator accepts, in credit minor units per second: the node's price
+    # is max(the market's spot price for its region and tier, this floor).
+    price_floor = models.PositiveIntegerField(default=0)
 
     # The agent key: sha256 of a 256-bit random key (people.keys), so one indexed lookup. Unique
     # by a constraint rather than unique=True, which on PostgreSQL adds a second (LIKE) index

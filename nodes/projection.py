@@ -1,6 +1,6 @@
-"""The nodes table as the log tells it: state, name, tier, operator and stream version."""
+"""The nodes table as the log tells it: operator, name, state, tier, price floor, stream version."""
 
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 
 from ledger.models import Event
 from nodes.models import Node
@@ -12,7 +12,12 @@ class ReplayedNode:
     name: str
     state: str
     tier: str
-    version: int
+    price_floor: int
+    event_version: int = 0
+
+
+# The columns compared, in ReplayedNode's order.
+FIELDS = ("operator_id", "name", "state", "tier", "price_floor", "event_version")
 
 
 class NodesProjection:
@@ -32,56 +37,46 @@ class NodesProjection:
         payload = event.payload
         if event.type == "NodeRegistered":
             self.nodes[node_id] = ReplayedNode(
-                payload["operator_id"], payload["name"], payload["state"], payload["tier"], 0
+                payload["operator_id"],
+                payload["name"],
+                payload["state"],
+                payload["tier"],
+                payload["price_floor"],
             )
         node = self.nodes.get(node_id)
         if node is None:
             self.orphans.append(
-                f"nodes: {event.stream}@{event.version} {event.type} "
-                "comes before the node's NodeRegistered"
+                f"nodes: {event.stream}@{event.version} {event.type} comes before the node's "
+                "NodeRegistered"
             )
             return
-        node.version += 1
+        node.event_version += 1
         if "to" in payload:
             node.state = payload["to"]
         if event.type == "NodeRenamed":
             node.name = payload["name"]
         elif event.type == "NodeCapabilitiesChanged":
             node.tier = payload["tier"]
+        elif event.type == "NodePriceFloorSet":
+            node.price_floor = payload["price_floor"]
 
     def diff(self) -> list[str]:
         problems = list(self.orphans)
         live = {
             row[0]: row[1:]
-            for row in Node.objects.values_list(
-                "id", "operator_id", "name", "state", "tier", "event_version"
-            ).iterator(chunk_size=5000)
+            for row in Node.objects.values_list("id", *FIELDS).iterator(chunk_size=5000)
         }
         for node_id in sorted(set(live) | set(self.nodes)):
             replayed = self.nodes.get(node_id)
             row = live.get(node_id)
             if row is None:
                 problems.append(f"nodes: node {node_id} is in the log but has no row")
-                continue
-            if replayed is None:
+            elif replayed is None:
                 problems.append(f"nodes: node {node_id} has a row but no NodeRegistered event")
-                continue
-            expected = (
-                replayed.operator_id,
-                replayed.name,
-                replayed.state,
-                replayed.tier,
-                replayed.version,
-            )
-            for label, have, want in zip(
-                ("operator", "name", "state", "tier", "event_version"),
-                row,
-                expected,
-                strict=True,
-            ):
-                if have != want:
-                    problems.append(
-                        f"nodes: node {node_id} {label}: the table says {have!r}, "
-                        f"the log says {want!r}"
-                    )
+            else:
+                problems.extend(
+                    f"nodes: node {node_id} {label}: the table says {have!r}, the log says {want!r}"
+                    for label, have, want in zip(FIELDS, row, astuple(replayed), strict=True)
+                    if have != want
+                )
         return problems

@@ -14,6 +14,7 @@ from nodes.models import Node
 
 MAX_GPUS = 16
 MAX_MB = 2**31 - 1  # the columns' range: 2 PB
+MAX_PRICE_FLOOR = 10**9
 
 
 def _nullable(field_class: type[serializers.Field], **kwargs) -> serializers.Field:
@@ -96,6 +97,13 @@ class NodeRegisterIn(serializers.Serializer):
         default="",
         help_text="ISO 3166-1 alpha-2 country code (IN, US, GB, DE …); blank if unknown",
     )
+    price_floor = serializers.IntegerField(
+        required=False,
+        default=0,
+        min_value=0,
+        max_value=MAX_PRICE_FLOOR,
+        help_text="lowest price accepted, credit minor units per second",
+    )
     capabilities = CapabilitiesIn()
 
     def validate_region(self, value: str | None) -> str:
@@ -106,8 +114,16 @@ class NodeRegisterIn(serializers.Serializer):
         return value.upper()
 
 
-class NodeRenameIn(serializers.Serializer):
-    name = serializers.CharField(max_length=100, validators=[_no_control_characters])
+class NodeUpdateIn(serializers.Serializer):
+    name = serializers.CharField(
+        max_length=100, required=False, validators=[_no_control_characters]
+    )
+    price_floor = serializers.IntegerField(required=False, min_value=0, max_value=MAX_PRICE_FLOOR)
+
+    def validate(self, attrs: dict) -> dict:
+        if not attrs:
+            raise serializers.ValidationError("Give a name or a price_floor to change.")
+        return attrs
 
 
 class NodeOut(serializers.ModelSerializer):
@@ -122,6 +138,7 @@ class NodeOut(serializers.ModelSerializer):
             "state_changed_at",
             "region",
             "tier",
+            "price_floor",
             "reliability",
             "gpu_count",
             "gpu_name",

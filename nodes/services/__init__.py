@@ -3,8 +3,8 @@
 from nodes.services.lifecycle import (
     node_capabilities_update,
     node_register,
-    node_rename,
     node_retire,
+    node_update,
 )
 from nodes.services.liveness import HeartbeatReply, ReapResult, node_heartbeat, nodes_reap
 from nodes.services.quarantine import (
@@ -27,8 +27,8 @@ __all__ = [
     "node_quarantine_lift",
     "node_record_outcome",
     "node_register",
-    "node_rename",
     "node_retire",
+    "node_update",
     "nodes_reap",
     "nodes_reliability_decay",
 ]

@@ -53,7 +53,13 @@ def _driver_check(node: Node, caps: NormalisedCapabilities, actor: str) -> None:
 
 
 def node_register(
-    *, operator: Any, name: str, region: str, capabilities: dict[str, Any], actor: str
+    *,
+    operator: Any,
+    name: str,
+    region: str,
+    capabilities: dict[str, Any],
+    actor: str,
+    price_floor: int = 0,
 ) -> tuple[Node, str]:
     """Create the node (offline until its first heartbeat) and its agent key. The plaintext key
     is returned once and never stored."""
@@ -70,6 +76,7 @@ def node_register(
             operator=operator,
             name=name,
             region=region,
+            price_floor=price_floor,
             agent_key_hash=hash_key(plaintext),
             agent_key_prefix=display_prefix(plaintext),
             event_version=1,
@@ -87,6 +94,7 @@ def node_register(
                         "operator_id": operator.pk,
                         "name": name,
                         "region": region,
+                        "price_floor": price_floor,
                         "state": node.state,
                         "tier": caps.tier,
                         "gpu_name": caps.gpu_name,
@@ -106,24 +114,34 @@ def _refresh_state(node: Node) -> None:
     node.state = Node.objects.values_list("state", flat=True).get(pk=node.pk)
 
 
-def node_rename(*, node: Node, name: str, actor: str) -> Node:
-    if name == node.name:
+def node_update(
+    *, node: Node, actor: str, name: str | None = None, price_floor: int | None = None
+) -> Node:
+    """The operator's settings: the name, the price floor. Each change is its own event."""
+    sets: dict[str, Any] = {}
+    events: list[tuple[str, dict[str, Any]]] = []
+    if name is not None and name != node.name:
+        sets["name"] = name
+        events.append(("NodeRenamed", {"name": name, "previous": node.name}))
+    if price_floor is not None and price_floor != node.price_floor:
+        sets["price_floor"] = price_floor
+        events.append(
+            ("NodePriceFloorSet", {"price_floor": price_floor, "previous": node.price_floor})
+        )
+    if not events:
         return node
     for _ in range(_CAS_ATTEMPTS):
         if node.state == NodeState.RETIRED:
             raise NodeRetired(f"node {node.pk} is retired")
         with transaction.atomic():
             version = cas_update(
-                node_id=node.pk, expect_state=node.state, sets={"name": name}, events=1
+                node_id=node.pk, expect_state=node.state, sets=sets, events=len(events)
             )
             if version is not None:
-                append_node_events(
-                    node_id=node.pk,
-                    version=version,
-                    actor=actor,
-                    events=[("NodeRenamed", {"name": name, "previous": node.name})],
-                )
-                node.name, node.event_version = name, version
+                append_node_events(node_id=node.pk, version=version, actor=actor, events=events)
+                for field, value in sets.items():
+                    setattr(node, field, value)
+                node.event_version = version
                 return node
         _refresh_state(node)
     raise NodeStateConflict(f"node {node.pk} kept changing state; try again")

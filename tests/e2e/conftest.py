@@ -11,6 +11,7 @@ see only what the test commits.
 
 import contextlib
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -37,6 +38,14 @@ FAST = {
     "NODE_REAPER_INTERVAL_S": "1",
     "LEDGER_SEAL_INTERVAL_S": "2",
 }
+# The processes, as a deployment runs them (docker-compose.yml), sized for a test.
+HUB = shlex.split("-m gunicorn computepool.wsgi -w 2 --timeout 60 --graceful-timeout 2")
+WORKER = shlex.split(
+    "-m celery -A computepool worker -l info -P solo --without-gossip --without-mingle "
+    "--without-heartbeat"
+)
+BEAT = shlex.split("-m celery -A computepool beat -l info --max-interval 1")
+_CLAIM_KEY = "computepool:live-stack"
 # Variables of the test process that must not leak into the stack's.
 _SCRUB = {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "TEST_DATABASE_NAME", "DEBUG"}
 
@@ -150,16 +159,21 @@ def _redis_base() -> str | None:
     return url.rsplit("/", 1)[0] if url.count("/") > 2 else url
 
 
-def _empty_redis_db(base: str) -> int:
-    """A Redis database number nobody is using, so this stack's broker queue is its own (a
-    worker of another stack on the same Redis would otherwise take our tasks)."""
+def _claim_redis_db(base: str) -> int:
+    """A Redis database of our own, so this stack's broker queue is its own (a worker of another
+    stack on the same Redis would otherwise take our tasks). Claimed with SET NX, so two stacks
+    starting together never pick the same one; the fixture empties it when done."""
     import redis
 
-    used = set(redis.Redis.from_url(f"{base}/0").info("keyspace"))
+    owner = f"{socket.gethostname()}:{os.getpid()}"
     for number in range(15, 1, -1):
-        if f"db{number}" not in used:
+        client = redis.Redis.from_url(f"{base}/{number}")
+        if not client.set(_CLAIM_KEY, owner, nx=True, ex=3600):
+            continue
+        if client.dbsize() == 1:
             return number
-    pytest.skip("no empty Redis database for the live stack's broker")
+        client.delete(_CLAIM_KEY)  # someone else's data is here: not ours to use
+    pytest.skip("no free Redis database for the live stack's broker")
 
 
 def _database_url(settings_dict: dict) -> str:
@@ -186,7 +200,7 @@ def live_stack(transactional_db, tmp_path: Path) -> Iterator[LiveStack]:
         redis.Redis.from_url(f"{base}/0", socket_timeout=2).ping()
     except Exception as exc:  # any failure to reach it is a reason to skip, with its message
         pytest.skip(f"Redis at {base} is not reachable: {exc}")
-    db = _empty_redis_db(base)
+    db = _claim_redis_db(base)
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
     env.setdefault("DJANGO_SETTINGS_MODULE", "computepool.settings")
@@ -209,55 +223,9 @@ def live_stack(transactional_db, tmp_path: Path) -> Iterator[LiveStack]:
     try:
         setup = stack.run(["manage.py", "setup_periodic_tasks"])
         assert setup.returncode == 0, setup.stderr
-        stack.spawn(
-            "hub",
-            [
-                "-m",
-                "gunicorn",
-                "computepool.wsgi",
-                "-b",
-                f"127.0.0.1:{port}",
-                "-w",
-                "2",
-                "--timeout",
-                "60",
-                "--graceful-timeout",
-                "2",
-            ],
-        )
-        stack.spawn(
-            "worker",
-            [
-                "-m",
-                "celery",
-                "-A",
-                "computepool",
-                "worker",
-                "-l",
-                "info",
-                "-P",
-                "solo",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-            ],
-        )
-        stack.spawn(
-            "beat",
-            [
-                "-m",
-                "celery",
-                "-A",
-                "computepool",
-                "beat",
-                "-l",
-                "info",
-                "--max-interval",
-                "1",
-                "-s",
-                str(tmp_path / "beat-schedule"),
-            ],
-        )
+        stack.spawn("hub", [*HUB, "-b", f"127.0.0.1:{port}"])
+        stack.spawn("worker", WORKER)
+        stack.spawn("beat", [*BEAT, "-s", str(tmp_path / "beat-schedule")])
         stack.wait_until(
             "the hub's /healthz",
             lambda: requests.get(f"{stack.url}/healthz", timeout=2).status_code == 200,
@@ -266,7 +234,7 @@ def live_stack(transactional_db, tmp_path: Path) -> Iterator[LiveStack]:
         yield stack
     finally:
         stack.stop_all()
-        # Close the redis database we used, so the next stack finds it empty.
+        # Empty the Redis database we claimed, which also releases the claim.
         try:
             import redis
 

@@ -28,7 +28,7 @@ def flips(node_id: int) -> list[tuple[str, str, str]]:
     ]
 
 
-def test_a_killed_agent_is_reaped_and_comes_back(live_stack, tmp_path: Path):
+def test_it_reaps_a_killed_agent_and_brings_it_back(live_stack, tmp_path: Path):
     operator = user_create(username="e2e-operator", roles=["operator"])
     _, token = api_key_create(user=operator, role="operator", name="e2e")
     config = tmp_path / "agent.json"

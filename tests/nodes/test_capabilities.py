@@ -29,7 +29,7 @@ def test_it_reads_compute_capability_as_an_integer(text, value):
 @pytest.mark.parametrize(
     ("cc", "fp16_ok"), [("8.9", True), ("7.0", True), ("6.1", False), (None, False)]
 )
-def test_fp16_needs_compute_capability_seven(cc, fp16_ok):
+def test_it_allows_fp16_from_compute_capability_seven(cc, fp16_ok):
     caps = normalise(capabilities(gpus=[gpu(compute_capability=cc)]), TierTable.load())
     assert caps.fp16_ok is fp16_ok
 
@@ -58,7 +58,7 @@ def test_it_normalises_the_contract_example():
 
 
 @pytest.mark.django_db
-def test_unknown_values_stay_unknown():
+def test_it_keeps_unknown_values_unknown():
     caps = normalise(
         {"gpus": [gpu(vram_total_mb=None, compute_capability=None)], "cpu": None, "ram_mb": None},
         TierTable.load(),
@@ -109,7 +109,7 @@ def _register(client, **body):
         ({"name": "rig\x00one"}, "name"),
     ],
 )
-def test_bad_input_is_a_400_naming_the_field_and_writes_nothing(api, bob, body, field):
+def test_it_refuses_bad_input_naming_the_field_and_writes_nothing(api, bob, body, field):
     response = _register(api(bob, "operator"), **body)
     assert response.status_code == 400, response.content
     assert response.json()["error"] == "invalid"
@@ -118,7 +118,7 @@ def test_bad_input_is_a_400_naming_the_field_and_writes_nothing(api, bob, body, 
 
 
 @pytest.mark.django_db
-def test_unknown_keys_are_dropped_and_known_ones_kept(api, bob):
+def test_it_drops_unknown_keys_and_keeps_known_ones(api, bob):
     caps = capabilities(secret="x" * 10_000, gpus=[gpu() | {"extra": 1}])
     response = _register(api(bob, "operator"), capabilities=caps)
     assert response.status_code == 201, response.content
@@ -130,7 +130,7 @@ def test_unknown_keys_are_dropped_and_known_ones_kept(api, bob):
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(("region", "stored"), [("in", "IN"), ("", ""), (None, "")])
-def test_region_is_an_upper_case_country_code_or_blank(api, bob, region, stored):
+def test_it_stores_the_region_as_an_upper_case_country_code_or_blank(api, bob, region, stored):
     response = _register(api(bob, "operator"), region=region)
     assert response.status_code == 201, response.content
     assert Node.objects.get().region == stored

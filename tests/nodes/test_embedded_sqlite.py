@@ -37,7 +37,7 @@ print("problems", [p for p in verify_ledger(check_chain=False).problems if p.sta
 """
 
 
-def test_the_reaper_and_the_decay_run_on_sqlite(tmp_path):
+def test_it_reaps_and_decays_on_the_embedded_sqlite(tmp_path):
     env = {
         k: v
         for k, v in os.environ.items()

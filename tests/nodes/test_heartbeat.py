@@ -28,7 +28,7 @@ def throttled(flag: bool) -> list[dict]:
     ]
 
 
-def test_the_first_heartbeat_brings_a_new_node_online(bobs_node, settings):
+def test_it_brings_a_new_node_online_on_its_first_heartbeat(bobs_node, settings):
     node, key = bobs_node
     response = beat(
         client_with_key(key), load={"cpu_pct": 12.5, "mem_pct": 40, "running": 0, "slots": 1}
@@ -61,7 +61,7 @@ def test_it_sets_the_deadlines_from_the_interval_and_the_grace(bobs_node, settin
     assert node.offline_after == T0 + timedelta(seconds=95)
 
 
-def test_a_steady_heartbeat_is_authentication_plus_one_update(
+def test_it_records_a_steady_heartbeat_with_authentication_and_one_update(
     bobs_node, django_assert_max_num_queries
 ):
     node, key = bobs_node
@@ -76,7 +76,7 @@ def test_a_steady_heartbeat_is_authentication_plus_one_update(
     assert len(node_events(node)) == events  # heartbeats are not events
 
 
-def test_a_heartbeat_that_changes_state_is_at_most_three_statements(bobs_node):
+def test_it_changes_state_on_a_heartbeat_in_at_most_three_statements(bobs_node):
     _node, key = bobs_node
     with Statements() as statements:
         response = beat(client_with_key(key))  # offline → online: CAS + event
@@ -84,7 +84,7 @@ def test_a_heartbeat_that_changes_state_is_at_most_three_statements(bobs_node):
     assert len(statements) <= 3, statements.sql
 
 
-def test_a_degraded_or_offline_node_comes_back_online_on_its_next_beat(bobs_node):
+def test_it_brings_a_degraded_or_offline_node_back_on_its_next_beat(bobs_node):
     node, key = bobs_node
     client = client_with_key(key)
     with time_machine.travel(T0, tick=False):
@@ -111,7 +111,7 @@ def test_a_degraded_or_offline_node_comes_back_online_on_its_next_beat(bobs_node
     ]
 
 
-def test_a_stale_read_loses_the_race_and_is_retried(bobs_node):
+def test_it_retries_a_heartbeat_that_lost_the_race_to_the_reaper(bobs_node):
     """The reaper moves the node between authentication (which read 'online') and the write."""
     node, key = bobs_node
     with time_machine.travel(T0, tick=False):
@@ -127,7 +127,7 @@ def test_a_stale_read_loses_the_race_and_is_retried(bobs_node):
     assert node.event_version == len(node_events(node))
 
 
-def test_a_draining_agent_moves_the_node_to_draining_once(bobs_node):
+def test_it_moves_a_draining_agents_node_to_draining_once(bobs_node):
     node, key = bobs_node
     client = client_with_key(key)
     beat(client)
@@ -140,13 +140,13 @@ def test_a_draining_agent_moves_the_node_to_draining_once(bobs_node):
     assert beat(client, status="available").json()["state"] == "online"
 
 
-def test_an_agent_that_reports_itself_degraded_is_degraded(bobs_node):
+def test_it_degrades_a_node_whose_agent_reports_degraded(bobs_node):
     node, key = bobs_node
     assert beat(client_with_key(key), status="degraded").json()["state"] == "degraded"
     assert node_events(node)[-1][1]["reason"] == "agent_reported_degraded"
 
 
-def test_an_agent_key_acts_only_as_its_own_node(bob, mallory):
+def test_it_lets_an_agent_key_act_only_as_its_own_node(bob, mallory):
     mine, my_key = register_node(bob)
     theirs, _ = register_node(mallory, name="mallory-1")
     response = client_with_key(my_key).post(
@@ -177,7 +177,7 @@ def test_an_agent_key_acts_only_as_its_own_node(bob, mallory):
         ({"status": "available", "capabilities": {"gpus": "many"}}, "capabilities.gpus"),
     ],
 )
-def test_a_bad_heartbeat_is_a_400_and_records_nothing(bobs_node, body, field):
+def test_it_answers_a_bad_heartbeat_with_400_and_records_nothing(bobs_node, body, field):
     node, key = bobs_node
     response = client_with_key(key).post("/api/v1/agent/heartbeat", body, format="json")
     assert response.status_code == 400
@@ -186,7 +186,7 @@ def test_a_bad_heartbeat_is_a_400_and_records_nothing(bobs_node, body, field):
     assert node.last_heartbeat_at is None
 
 
-def test_a_throttling_gpu_is_one_episode_however_many_samples(bobs_node):
+def test_it_counts_a_throttling_gpu_once_however_many_samples(bobs_node):
     node, key = bobs_node
     client = client_with_key(key)
     for flag in (True, True, True, False, True):
@@ -197,7 +197,7 @@ def test_a_throttling_gpu_is_one_episode_however_many_samples(bobs_node):
     assert node.state == NodeState.ONLINE and len(node.thermal_events) == 2
 
 
-def test_three_throttle_episodes_in_a_day_quarantine_the_node(bobs_node, settings):
+def test_it_quarantines_a_node_after_three_throttle_episodes_in_a_day(bobs_node, settings):
     node, key = bobs_node
     client = client_with_key(key)
     for hour in range(3):
@@ -215,7 +215,7 @@ def test_three_throttle_episodes_in_a_day_quarantine_the_node(bobs_node, setting
     assert node.last_heartbeat_at == T0 + timedelta(hours=16)
 
 
-def test_throttle_episodes_older_than_the_window_do_not_count(bobs_node):
+def test_it_forgets_throttle_episodes_older_than_the_window(bobs_node):
     node, key = bobs_node
     client = client_with_key(key)
     for day in range(4):
@@ -227,7 +227,7 @@ def test_throttle_episodes_older_than_the_window_do_not_count(bobs_node):
     assert len(node.thermal_events) == 2  # at 26 h and 39 h; the window is 24 h
 
 
-def test_jobs_hooks_contribute_leases_and_cancellations(bobs_node, monkeypatch):
+def test_it_merges_the_hooks_leases_and_cancellations_into_the_reply(bobs_node, monkeypatch):
     node, key = bobs_node
     monkeypatch.setattr(hooks, "_heartbeat_hooks", [])  # only this test's hooks
     seen = []
@@ -250,7 +250,7 @@ def test_jobs_hooks_contribute_leases_and_cancellations(bobs_node, monkeypatch):
     assert response.json()["cancel"] == ["gone", "other"]
 
 
-def test_capabilities_sent_again_unchanged_write_no_event(bobs_node):
+def test_it_writes_no_event_for_unchanged_capabilities(bobs_node):
     node, key = bobs_node
     beat(client_with_key(key), capabilities=capabilities(disk_free_mb=123))
     assert [t for t, _ in node_events(node)] == ["NodeRegistered", "NodeStateChanged"]
@@ -258,7 +258,7 @@ def test_capabilities_sent_again_unchanged_write_no_event(bobs_node):
     assert node.disk_mb == 123
 
 
-def test_new_hardware_is_recorded_with_an_event(bobs_node):
+def test_it_records_new_hardware_with_an_event(bobs_node):
     node, key = bobs_node
     caps = capabilities(gpus=[gpu("NVIDIA GeForce RTX 5090", 32607, "12.0")])
     beat(client_with_key(key), capabilities=caps)
@@ -268,7 +268,7 @@ def test_new_hardware_is_recorded_with_an_event(bobs_node):
     assert changed[0]["tier"] == "rtx-5090" and changed[0]["previous_tier"] == "rtx-4090"
 
 
-def test_less_vram_than_registered_quarantines_the_node(bobs_node):
+def test_it_quarantines_a_node_reporting_less_vram_than_registered(bobs_node):
     node, key = bobs_node
     caps = capabilities(gpus=[gpu(vram_total_mb=8192)])
     response = beat(client_with_key(key), capabilities=caps)
@@ -279,7 +279,7 @@ def test_less_vram_than_registered_quarantines_the_node(bobs_node):
     assert node.event_version == len(node_events(node))
 
 
-def test_last_heartbeat_times_are_timezone_aware(bobs_node):
+def test_it_stores_timezone_aware_times(bobs_node):
     node, key = bobs_node
     beat(client_with_key(key))
     node.refresh_from_db()

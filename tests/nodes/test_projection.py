@@ -6,7 +6,7 @@ from django.urls import reverse
 
 from ledger.verify import verify_ledger
 from nodes.models import Node
-from nodes.services import node_record_outcome, node_rename, node_retire, nodes_reap
+from nodes.services import node_record_outcome, node_retire, node_update, nodes_reap
 from tests.conftest import client_with_key
 from tests.nodes.conftest import beat, capabilities, gpu, register_node
 
@@ -29,7 +29,7 @@ def busy_history(bob, mallory):
             client_with_key(key_b),
             capabilities=capabilities(gpus=[gpu("NVIDIA GeForce RTX 3060", 12288)]),
         )
-        node_rename(node=a, name="a2", actor="test")
+        node_update(node=a, name="a2", price_floor=7, actor="test")
         for _ in range(3):
             node_record_outcome(node_id=b.pk, success=False)
     nodes_reap(now=T0 + timedelta(minutes=10))
@@ -39,11 +39,11 @@ def busy_history(bob, mallory):
     return a, b
 
 
-def test_replaying_node_events_rebuilds_the_nodes_table(busy_history):
+def test_it_rebuilds_the_nodes_table_from_the_log(busy_history):
     assert node_problems() == []
 
 
-def test_a_row_changed_behind_the_logs_back_is_reported(busy_history):
+def test_it_reports_a_row_changed_behind_the_logs_back(busy_history):
     a, _b = busy_history
     Node.objects.filter(pk=a.pk).update(state="online", tier="rtx-5090")
     assert sorted(node_problems()) == [
@@ -52,7 +52,7 @@ def test_a_row_changed_behind_the_logs_back_is_reported(busy_history):
     ]
 
 
-def test_the_metrics_count_nodes_by_state(busy_history, client):
+def test_it_counts_nodes_by_state_in_the_metrics(busy_history, client):
     text = client.get(reverse("metrics")).content.decode()
     assert 'computepool_nodes{state="draining"} 1.0' in text
     assert 'computepool_nodes{state="retired"} 1.0' in text

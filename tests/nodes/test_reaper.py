@@ -41,12 +41,12 @@ def states(nodes) -> list[str]:
     return [Node.objects.get(pk=n.pk).state for n in nodes]
 
 
-def test_nothing_moves_before_a_deadline(online):
+def test_it_moves_nothing_before_a_deadline(online):
     assert nodes_reap(now=T0 + timedelta(seconds=35)) == (0, 0)
     assert states(online) == ["online"] * 3
 
 
-def test_a_missed_beat_degrades_and_three_take_the_node_offline(online):
+def test_it_degrades_after_a_missed_beat_and_goes_offline_after_three(online):
     result = nodes_reap(now=T0 + timedelta(seconds=36))
     assert (result.degraded, result.offline) == (3, 0)
     assert states(online) == ["degraded"] * 3
@@ -63,7 +63,7 @@ def test_a_missed_beat_degrades_and_three_take_the_node_offline(online):
     assert Event.objects.filter(actor="system:reaper").count() == 6
 
 
-def test_a_node_past_both_deadlines_goes_straight_offline(online):
+def test_it_takes_a_node_past_both_deadlines_straight_offline(online):
     result = nodes_reap(now=T0 + timedelta(seconds=500))
     assert (result.degraded, result.offline) == (0, 3)
     assert node_events(online[0])[-1][1] == {
@@ -73,7 +73,7 @@ def test_a_node_past_both_deadlines_goes_straight_offline(online):
     }
 
 
-def test_a_double_fire_changes_nothing_and_writes_nothing(online):
+def test_it_changes_and_writes_nothing_when_fired_twice(online):
     later = T0 + timedelta(seconds=96)
     nodes_reap(now=later)
     events = Event.objects.count()
@@ -87,7 +87,7 @@ def test_a_double_fire_changes_nothing_and_writes_nothing(online):
     )
 
 
-def test_only_silent_nodes_move(online, bob):
+def test_it_moves_only_silent_live_nodes(online, bob):
     with time_machine.travel(T0 + timedelta(seconds=60), tick=False):
         quiet, _ = register_node(bob, name="never-beat")  # offline: nothing to reap
         node_quarantine(node=online[2], rule=Rule.ADMIN, reason="x", actor="test")
@@ -97,7 +97,7 @@ def test_only_silent_nodes_move(online, bob):
     assert len(node_events(quiet)) == 1
 
 
-def test_a_silent_draining_node_goes_offline(online):
+def test_it_takes_a_silent_draining_node_offline(online):
     key_node = online[0]
     Node.objects.filter(pk=key_node.pk).update(state=NodeState.DRAINING)
     nodes_reap(now=T0 + timedelta(seconds=60))
@@ -106,7 +106,7 @@ def test_a_silent_draining_node_goes_offline(online):
     assert Node.objects.get(pk=key_node.pk).state == NodeState.OFFLINE
 
 
-def test_the_offline_hook_gets_the_nodes_that_just_went_offline(online):
+def test_it_calls_the_offline_hook_with_the_nodes_that_just_went_offline(online):
     calls: list[tuple[list[int], bool]] = []
 
     def reclaim(node_ids):
@@ -122,7 +122,7 @@ def test_the_offline_hook_gets_the_nodes_that_just_went_offline(online):
     assert calls == [(sorted(n.pk for n in online), True)]
 
 
-def test_a_failing_offline_hook_rolls_the_transition_back(online):
+def test_it_rolls_the_transition_back_when_the_offline_hook_fails(online):
     def broken(node_ids):
         raise RuntimeError("jobs is down")
 
@@ -137,7 +137,7 @@ def test_a_failing_offline_hook_rolls_the_transition_back(online):
     assert nodes_reap(now=T0 + timedelta(seconds=96)).offline == 3
 
 
-def test_the_statements_do_not_grow_with_the_fleet(bob, settings):
+def test_it_runs_as_many_statements_for_a_large_fleet_as_a_small_one(bob, settings):
     """Set-based: a handful of statements for 5 nodes as for 600. (600 events go through one
     COPY, which the capture does not see; 5 through one INSERT.)"""
     settings.NODE_HEARTBEAT_INTERVAL_S = 30
@@ -157,7 +157,7 @@ def test_the_statements_do_not_grow_with_the_fleet(bob, settings):
     assert Event.objects.filter(actor="system:reaper").count() == 605
 
 
-def test_the_celery_task_runs_the_reaper(online):
+def test_it_reaps_from_the_celery_task(online):
     with time_machine.travel(T0 + timedelta(seconds=96), tick=False):
         assert reap() == {"degraded": 0, "offline": 3}
         assert reap() == {"degraded": 0, "offline": 0}
@@ -194,7 +194,7 @@ def _manage_check(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedPr
         ({"HUB_SIGNING_KEY": "c2hvcnQ="}, "HUB_SIGNING_KEY must be 32 bytes"),
     ],
 )
-def test_a_bad_nodes_setting_stops_startup_naming_the_variable(env, message, tmp_path):
+def test_it_stops_startup_on_a_bad_setting_naming_the_variable(env, message, tmp_path):
     result = _manage_check(env, tmp_path)
     assert result.returncode != 0
     assert message in result.stderr

@@ -38,7 +38,7 @@ def test_it_registers_a_node_and_shows_its_agent_key_once(api, bob, settings):
     assert "agent_key" not in listed and listed["agent_key_prefix"] == body["agent_key"][:12]
 
 
-def test_an_agent_key_authenticates_in_one_query_as_its_node(bob, django_assert_num_queries):
+def test_it_authenticates_an_agent_key_in_one_query(bob, django_assert_num_queries):
     node, key = register_node(bob)
     with django_assert_num_queries(1):
         user, auth = resolve_agent_key(key)
@@ -47,19 +47,19 @@ def test_an_agent_key_authenticates_in_one_query_as_its_node(bob, django_assert_
 
 
 @pytest.mark.parametrize(("user", "role"), [("alice", "submitter"), ("carol", "finance")])
-def test_only_an_operator_key_registers_a_node(request, user, role):
+def test_it_registers_nodes_only_for_operator_keys(request, user, role):
     person = request.getfixturevalue(user)
     response = register(client_with_key(key_for(person, role)))
     assert response.status_code == 403
     assert not Node.objects.exists()
 
 
-def test_mallorys_submitter_key_cannot_register_though_she_is_an_operator(mallory):
+def test_it_refuses_mallorys_submitter_key_though_she_is_an_operator(mallory):
     assert register(client_with_key(key_for(mallory, "submitter"))).status_code == 403
     assert register(client_with_key(key_for(mallory, "operator"))).status_code == 201
 
 
-def test_an_agent_key_cannot_register_a_node_nor_use_the_operator_api(bob, bobs_node):
+def test_it_keeps_agent_keys_out_of_the_operator_api(bob, bobs_node):
     node, key = bobs_node
     agent = client_with_key(key)
     assert register(agent).status_code == 403
@@ -70,13 +70,13 @@ def test_an_agent_key_cannot_register_a_node_nor_use_the_operator_api(bob, bobs_
     assert Node.objects.count() == 1 and Node.objects.get().state == NodeState.OFFLINE
 
 
-def test_no_key_no_registration(client):
+def test_it_refuses_a_request_without_a_key(client):
     response = client.post("/api/v1/nodes/", {}, content_type="application/json")
     assert response.status_code in (401, 403)
     assert response.json()["error"] in ("not_authenticated", "authentication_failed")
 
 
-def test_operators_list_only_their_own_nodes(api, bob, mallory):
+def test_it_lists_only_the_operators_own_nodes(api, bob, mallory):
     mine, _ = register_node(bob, name="bob-1")
     register_node(mallory, name="mallory-1")
     response = api(bob, "operator").get("/api/v1/nodes/")
@@ -84,7 +84,7 @@ def test_operators_list_only_their_own_nodes(api, bob, mallory):
     assert response.json()["results"][0]["id"] == mine.pk
 
 
-def test_another_operator_cannot_see_rename_retire_or_read_the_history(api, bob, mallory):
+def test_it_hides_a_node_from_other_operators(api, bob, mallory):
     node, _key = register_node(bob)
     client = api(mallory, "operator")
     assert client.get(f"/api/v1/nodes/{node.pk}").status_code == 404
@@ -105,14 +105,39 @@ def test_it_renames_a_node_with_an_event(api, bob, bobs_node):
     assert node_events(node)[-1] == ("NodeRenamed", {"name": "big rig", "previous": "rig-1"})
 
 
+def test_it_sets_a_price_floor_at_registration_and_later(api, bob):
+    client = api(bob, "operator")
+    assert register(client, price_floor=12).json()["node"]["price_floor"] == 12
+    node = Node.objects.get()
+    response = client.patch(f"/api/v1/nodes/{node.pk}", {"price_floor": 30, "name": "fast"})
+    assert response.status_code == 200
+    assert (response.json()["price_floor"], response.json()["name"]) == (30, "fast")
+    assert node_events(node)[-2:] == [
+        ("NodeRenamed", {"name": "fast", "previous": "rig-1"}),
+        ("NodePriceFloorSet", {"price_floor": 30, "previous": 12}),
+    ]
+    node.refresh_from_db()
+    assert node.event_version == 3
+
+
+@pytest.mark.parametrize(
+    "body", [{}, {"price_floor": -1}, {"price_floor": "cheap"}, {"price_floor": 10**10}]
+)
+def test_it_refuses_a_bad_update(api, bob, bobs_node, body):
+    node, _ = bobs_node
+    response = api(bob, "operator").patch(f"/api/v1/nodes/{node.pk}", body, format="json")
+    assert response.status_code == 400, response.content
+    assert len(node_events(node)) == 1
+
+
 @pytest.mark.parametrize("name", ["", "x" * 101, "a\nb"])
-def test_a_bad_name_is_refused(api, bob, bobs_node, name):
+def test_it_refuses_a_bad_name(api, bob, bobs_node, name):
     node, _ = bobs_node
     response = api(bob, "operator").patch(f"/api/v1/nodes/{node.pk}", {"name": name})
     assert response.status_code == 400 and "name" in response.json()["fields"]
 
 
-def test_retiring_revokes_the_agent_key_and_returns_the_nodes_leases(api, bob, bobs_node):
+def test_it_revokes_the_agent_key_on_retirement(api, bob, bobs_node):
     node, key = bobs_node
     assert beat(client_with_key(key)).status_code == 200
     gone: list[list[int]] = []
@@ -135,18 +160,18 @@ def test_retiring_revokes_the_agent_key_and_returns_the_nodes_leases(api, bob, b
     assert response.status_code == 409
 
 
-def test_an_inactive_operators_agent_keys_stop_working(bob, bobs_node):
+def test_it_refuses_the_agent_keys_of_an_inactive_operator(bob, bobs_node):
     _node, key = bobs_node
     bob.is_active = False
     bob.save(update_fields=["is_active"])
     assert beat(client_with_key(key)).status_code == 401
 
 
-def test_a_made_up_agent_key_is_refused(bobs_node):
+def test_it_refuses_a_made_up_agent_key(bobs_node):
     assert beat(client_with_key("cpa_" + "x" * 43)).status_code == 401
 
 
-def test_an_operator_has_a_node_limit(api, bob):
+def test_it_limits_the_nodes_of_an_operator(api, bob):
     client = api(bob, "operator")
     with override_settings(NODE_MAX_PER_OPERATOR=2):
         assert register(client).status_code == 201
@@ -158,7 +183,7 @@ def test_an_operator_has_a_node_limit(api, bob):
         assert register(client).status_code == 201
 
 
-def test_the_history_lists_the_nodes_events_newest_first(api, bob, bobs_node):
+def test_it_lists_the_history_newest_first(api, bob, bobs_node):
     node, key = bobs_node
     beat(client_with_key(key))
     beat(client_with_key(key), status="draining")
@@ -174,7 +199,7 @@ def test_the_history_lists_the_nodes_events_newest_first(api, bob, bobs_node):
     assert results[0]["actor"] == f"node:{node.pk}"
 
 
-def test_the_agent_reads_its_own_node(bobs_node, settings):
+def test_it_shows_the_agent_its_own_node(bobs_node, settings):
     node, key = bobs_node
     response = client_with_key(key).get("/api/v1/agent/me")
     assert response.status_code == 200
@@ -193,7 +218,7 @@ def test_the_agent_reads_its_own_node(bobs_node, settings):
     assert response.json()["capabilities"]["gpus"][0]["name"] == "NVIDIA GeForce RTX 4090"
 
 
-def test_an_operator_key_cannot_use_the_agent_api(api, bob, bobs_node):
+def test_it_keeps_operator_keys_out_of_the_agent_api(api, bob, bobs_node):
     client = api(bob, "operator")
     assert client.get("/api/v1/agent/me").status_code == 403
     assert beat(client).status_code == 403

@@ -29,11 +29,11 @@ def record(node, *outcomes: bool, start=T0, step=timedelta(minutes=1)):
     return result
 
 
-def test_a_new_node_starts_below_trust(node):
+def test_it_starts_a_new_node_below_trust(node):
     assert node.reliability == 0.5 < TRUSTED
 
 
-def test_successes_raise_it_and_failures_lower_it(node):
+def test_it_rises_with_successes_and_falls_with_failures(node):
     scores = [record(node, True, start=T0 + timedelta(minutes=i)).reliability for i in range(5)]
     assert scores == sorted(scores) and scores[0] > 0.5
     assert scores[-1] == pytest.approx(6 / 7, abs=1e-3)  # Beta(6, 1)
@@ -47,7 +47,7 @@ def test_it_takes_a_run_of_successes_to_earn_trust(node):
     assert record(node, True, start=T0 + timedelta(minutes=5)).reliability > TRUSTED
 
 
-def test_evidence_halves_every_half_life(node, settings):
+def test_it_halves_the_evidence_every_half_life(node, settings):
     settings.NODE_RELIABILITY_HALF_LIFE_H = 24
     record(node, True, True, True, True, step=timedelta(0))  # alpha = 5
     alpha, beta = decay(5.0, 1.0, 24 * 3600)
@@ -58,7 +58,7 @@ def test_evidence_halves_every_half_life(node, settings):
     assert later.reliability == pytest.approx(0.6, abs=1e-3)
 
 
-def test_three_failures_in_a_row_cool_the_node_down(node, settings):
+def test_it_cools_a_node_down_after_three_failures_in_a_row(node, settings):
     settings.NODE_COOLDOWN_S = 900
     assert record(node, False, False, True, False, False).cooldown_until is None
     outcome = record(node, False, start=T0 + timedelta(minutes=10))
@@ -71,7 +71,7 @@ def test_three_failures_in_a_row_cool_the_node_down(node, settings):
     assert node.event_version == len(node_events(node))
 
 
-def test_an_error_rate_above_the_limit_over_enough_outcomes_quarantines(node, settings):
+def test_it_quarantines_on_an_error_rate_above_the_limit(node, settings):
     settings.NODE_ERROR_RATE_MIN_SAMPLE = 20
     settings.NODE_MAX_ERROR_RATE_PCT = 5
     # 1 failure in 19: not enough outcomes to judge yet.
@@ -84,13 +84,13 @@ def test_an_error_rate_above_the_limit_over_enough_outcomes_quarantines(node, se
     assert "10% of recent attempts failed" in node.quarantine_reason
 
 
-def test_a_low_error_rate_is_fine(node, settings):
+def test_it_tolerates_a_low_error_rate(node, settings):
     settings.NODE_ERROR_RATE_MIN_SAMPLE = 20
     outcome = record(node, *([True] * 40), False)
     assert not outcome.quarantined and node.state == NodeState.OFFLINE
 
 
-def test_the_decay_task_moves_scores_back_towards_the_prior(node, settings):
+def test_it_decays_scores_towards_the_prior(node, settings):
     settings.NODE_RELIABILITY_HALF_LIFE_H = 24
     record(node, *([True] * 8), step=timedelta(0))  # Beta(9, 1)
     assert nodes_reliability_decay(now=T0 + timedelta(hours=24)) == 1
@@ -99,7 +99,7 @@ def test_the_decay_task_moves_scores_back_towards_the_prior(node, settings):
     assert node.reliability == pytest.approx(5 / 6, abs=1e-3)
 
 
-def test_a_double_fire_of_the_decay_changes_nothing(node):
+def test_it_changes_nothing_when_the_decay_fires_twice(node):
     record(node, True, True)
     later = T0 + timedelta(hours=5)
     assert nodes_reliability_decay(now=later) == 1
@@ -112,7 +112,7 @@ def test_a_double_fire_of_the_decay_changes_nothing(node):
     )
 
 
-def test_long_forgotten_evidence_snaps_to_the_prior_and_is_then_left_alone(node, settings):
+def test_it_snaps_forgotten_evidence_to_the_prior(node, settings):
     settings.NODE_RELIABILITY_HALF_LIFE_H = 1
     record(node, True)
     assert nodes_reliability_decay(now=T0 + timedelta(hours=30)) == 1
@@ -121,7 +121,7 @@ def test_long_forgotten_evidence_snaps_to_the_prior_and_is_then_left_alone(node,
     assert nodes_reliability_decay(now=T0 + timedelta(hours=60)) == 0
 
 
-def test_the_celery_task_runs_the_decay(node):
+def test_it_decays_from_the_celery_task(node):
     record(node, True, start=datetime.now(UTC) - timedelta(hours=2))
     assert decay_reliability() == 1
     assert decay_reliability() == 0

@@ -37,17 +37,17 @@ def key_dir(settings, tmp_path):
     signing.reset_cache()
 
 
-def test_a_hub_signature_verifies_with_the_agents_own_check(key_dir):
+def test_it_signs_what_the_agents_own_check_verifies(key_dir):
     verify_spec(SPEC, signing.sign(SPEC), signing.hub_public_key_b64())
 
 
-def test_the_agent_refuses_a_spec_changed_after_signing(key_dir):
+def test_it_lets_the_agent_refuse_a_spec_changed_after_signing(key_dir):
     signature = signing.sign(SPEC)
     with pytest.raises(SpecRejected):
         verify_spec(SPEC | {"image": "evil/miner"}, signature, signing.hub_public_key_b64())
 
 
-def test_the_agent_refuses_a_signature_from_another_key(key_dir):
+def test_it_lets_the_agent_refuse_a_signature_from_another_key(key_dir):
     other = base64.b64encode(
         Ed25519PrivateKey.generate().public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
     ).decode()
@@ -55,7 +55,7 @@ def test_the_agent_refuses_a_signature_from_another_key(key_dir):
         verify_spec(SPEC, signing.sign(SPEC), other)
 
 
-def test_the_key_file_is_created_once_with_mode_600_and_reused(key_dir):
+def test_it_creates_the_key_file_once_with_mode_600_and_reuses_it(key_dir):
     public = signing.hub_public_key_b64()
     path = key_dir / signing.KEY_FILE_NAME
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -64,7 +64,7 @@ def test_the_key_file_is_created_once_with_mode_600_and_reused(key_dir):
     assert [p.name for p in key_dir.iterdir()] == [signing.KEY_FILE_NAME]
 
 
-def test_a_key_file_others_can_read_is_refused(key_dir):
+def test_it_refuses_a_key_file_others_can_read(key_dir):
     signing.hub_public_key_b64()
     (key_dir / signing.KEY_FILE_NAME).chmod(0o644)
     signing.reset_cache()
@@ -72,7 +72,7 @@ def test_a_key_file_others_can_read_is_refused(key_dir):
         signing.hub_public_key_b64()
 
 
-def test_the_setting_wins_over_the_file(key_dir, settings):
+def test_it_prefers_the_setting_to_the_file(key_dir, settings):
     private = Ed25519PrivateKey.generate()
     raw = private.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
     settings.HUB_SIGNING_KEY = base64.b64encode(raw).decode()

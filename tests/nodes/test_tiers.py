@@ -83,12 +83,12 @@ def test_it_seeds_the_designs_multipliers():
     }
 
 
-def test_a_node_without_a_gpu_is_cpu_tier(bob):
+def test_it_puts_a_node_without_a_gpu_in_the_cpu_tier(bob):
     node, _ = register_node(bob, gpus=[])
     assert (node.tier, node.gpu_count, node.gpu_vram_mb, node.fp16_ok) == ("cpu", 0, 0, False)
 
 
-def test_a_node_is_described_by_its_best_gpu(bob):
+def test_it_describes_a_node_by_its_best_gpu(bob):
     node, _ = register_node(
         bob,
         gpus=[
@@ -106,7 +106,7 @@ def test_a_node_is_described_by_its_best_gpu(bob):
     ) == ("rtx-4090", 3, "NVIDIA GeForce RTX 4090", 24564, 89)
 
 
-def test_an_admins_new_tier_applies_to_the_next_registration(bob):
+def test_it_applies_an_admins_new_tier_to_the_next_registration(bob):
     GpuTier.objects.create(
         slug="rtx-4060",
         label="RTX 4060",
@@ -126,13 +126,13 @@ def test_an_admins_new_tier_applies_to_the_next_registration(bob):
     assert (desktop.tier, laptop.tier) == ("rtx-4060", "rtx-3060-laptop")
 
 
-def test_the_admin_form_refuses_a_pattern_that_is_not_a_regular_expression():
+def test_it_refuses_a_pattern_that_is_not_a_regular_expression():
     tier = GpuTier(slug="broken", label="x", pattern=r"rtx (40", multiplier=Decimal(1))
     with pytest.raises(ValidationError, match="pattern"):
         tier.full_clean()
 
 
-def test_a_bad_pattern_saved_around_the_form_is_skipped_not_fatal(bob):
+def test_it_skips_a_bad_pattern_saved_around_the_form(bob):
     GpuTier.objects.create(slug="broken", label="x", pattern=r"rtx (40", multiplier=1, rank=1)
     node, _ = register_node(bob)
     assert node.tier == "rtx-4090"
