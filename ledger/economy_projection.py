@@ -72,10 +72,19 @@ class EconomyProjection:
         cashout_id = p["cashout_id"]
         if cashout_id in self.cashouts:
             self.problems.append(f"economy: cashout {cashout_id} was requested twice")
-        figures = quotes.cashout_figures(
-            amount=p["amount_minor"], fee_bps=p["fee_bps"], paise_per_credit=p["paise_per_credit"]
-        )
-        if (figures.fee, figures.inr_paise) != (p["fee_minor"], p["inr_paise"]):
+        try:
+            figures = quotes.cashout_figures(
+                amount=p["amount_minor"],
+                fee_bps=p["fee_bps"],
+                paise_per_credit=p["paise_per_credit"],
+            )
+        except ValueError as exc:
+            self.problems.append(f"economy: cashout {cashout_id} cannot be recomputed: {exc}")
+            figures = None
+        if figures is not None and (figures.fee, figures.inr_paise) != (
+            p["fee_minor"],
+            p["inr_paise"],
+        ):
             self.problems.append(
                 f"economy: cashout {cashout_id} recorded fee {p['fee_minor']} / "
                 f"₹{p['inr_paise']} paise, recomputed {figures.fee} / {figures.inr_paise}"

@@ -145,9 +145,9 @@ def attempt_settle(
     timeout_ms: int,
     charge: bool = True,
     priced_at: datetime | None = None,
-    tier: str = "",
-    region: str = "",
-    job_kind: str = DEFAULT_JOB_KIND,
+    tier: str | None = "",
+    region: str | None = "",
+    job_kind: str | None = DEFAULT_JOB_KIND,
     node_id: int | None = None,
     actor: str = "system",
 ) -> Entry | None:
@@ -218,9 +218,10 @@ def attempt_settle(
             "fee_bps": book.platform_fee_bps,
             "book_version": book.pk,
             "priced_at": when.isoformat(),
-            "tier": tier,
-            "region": region,
-            "job_kind": job_kind,
+            # Descriptive only (the price already carries them); blank when the caller has none.
+            "tier": tier or "",
+            "region": region or "",
+            "job_kind": job_kind or DEFAULT_JOB_KIND,
         }
         stream = key
         if split.cost == 0:

@@ -58,17 +58,30 @@ def _in_period(user_id: int, period_from: datetime, period_to: datetime) -> Quer
 
 def statement_summary(*, user_id: int, period_from: datetime, period_to: datetime) -> Statement:
     statement = Statement(user_id=user_id, period_from=period_from, period_to=period_to)
-    owned = Account.objects.filter(owner_id=user_id).order_by("code")
-    sums = owned.annotate(
-        opening=Sum("postings__amount", filter=Q(postings__entry__created_at__lt=period_from)),
-        closing=Sum("postings__amount", filter=Q(postings__entry__created_at__lt=period_to)),
-    ).values_list("code", "kind", "opening", "closing")
+    owned = Account.objects.filter(owner_id=user_id)
+    opening = Sum("postings__amount", filter=Q(postings__entry__created_at__lt=period_from))
+    closing = Sum("postings__amount", filter=Q(postings__entry__created_at__lt=period_to))
+    rows = (
+        owned.exclude(kind=AccountKind.HELD)
+        .order_by("code")
+        .annotate(opening=opening, closing=closing)
+        .values_list("code", "kind", "opening", "closing")
+    )
     statement.accounts = [
         AccountSummary(code=c, kind=k, opening_minor=o or 0, closing_minor=z or 0)
-        for c, k, o, z in sums
-        # Job holds that were empty before and after the period are noise in a statement.
-        if (o or 0, z or 0) != (0, 0) or k != AccountKind.HELD
+        for c, k, o, z in rows
     ]
+    # One line for all job holds: a busy submitter has an account per job.
+    holds = owned.filter(kind=AccountKind.HELD).aggregate(opening=opening, closing=closing)
+    if holds["opening"] or holds["closing"]:
+        statement.accounts.append(
+            AccountSummary(
+                code="job:*:held",
+                kind=AccountKind.HELD,
+                opening_minor=holds["opening"] or 0,
+                closing_minor=holds["closing"] or 0,
+            )
+        )
     by_kind = {
         (entry_kind, account_kind): total
         for entry_kind, account_kind, total in _in_period(user_id, period_from, period_to)

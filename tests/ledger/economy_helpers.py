@@ -30,8 +30,18 @@ def hold(user, job_id: int, amount: int):
         return credits_hold(submitter_id=user.pk, job_id=job_id, amount=amount, actor="jobs")
 
 
-def settle(submitter, operator, *, job_id: int, attempt_id: int, price: int, runtime_ms: int,
-           timeout_ms: int = 3_600_000, charge: bool = True, **kwargs):
+def settle(
+    submitter,
+    operator,
+    *,
+    job_id: int,
+    attempt_id: int,
+    price: int,
+    runtime_ms: int,
+    timeout_ms: int = 3_600_000,
+    charge: bool = True,
+    **kwargs,
+):
     with transaction.atomic():
         return attempt_settle(
             attempt_id=attempt_id,

@@ -14,6 +14,7 @@ from ledger.cashouts import (
     cashout_reject,
     payout_details_clean,
 )
+from ledger.economy_projection import economy_invariants
 from ledger.errors import DomainError, IdempotencyConflict, InsufficientFunds
 from ledger.models import Account, Cashout, Event, PriceBook
 from ledger.pricing import price_book_copy
@@ -24,8 +25,12 @@ from tests.ledger.economy_helpers import UPI, approved_cashout, balance, earn, r
 pytestmark = pytest.mark.usefixtures("price_books")
 
 MIN = 5_000_000  # ₹500 at 1 paisa per credit, in minor units
-BANK = {"method": "bank", "account_name": "Bob Operator", "account_number": "001234567890",
-        "ifsc": "hdfc0001234"}
+BANK = {
+    "method": "bank",
+    "account_name": "Bob Operator",
+    "account_number": "001234567890",
+    "ifsc": "hdfc0001234",
+}
 
 
 def derived(code: str) -> int:
@@ -49,7 +54,7 @@ def test_a_request_must_reach_the_minimum_and_stay_within_earnings(alice, bob):
     earn(alice, bob, 6_000_000)
     with pytest.raises(DomainError, match=r"minimum cashout is ₹500\.00"):
         request_cashout(bob, MIN - 100)
-    with pytest.raises(InsufficientFunds, match="60000.00 in earnings"):
+    with pytest.raises(InsufficientFunds, match=r"60000\.00 in earnings"):
         request_cashout(bob, 6_000_100)
     with pytest.raises(DomainError, match="whole paise"):
         request_cashout(bob, MIN + 1)
@@ -60,9 +65,15 @@ def test_a_request_must_reach_the_minimum_and_stay_within_earnings(alice, bob):
 
 @pytest.mark.parametrize(
     "details",
-    [{}, {"method": "cash"}, {"method": "upi", "vpa": "no-at-sign"},
-     {"method": "upi", "vpa": "bob@okbank", "pin": "1234"},
-     {**BANK, "ifsc": "HDFC1234"}, {**BANK, "account_number": "12ab"}, "bob@okbank"],
+    [
+        {},
+        {"method": "cash"},
+        {"method": "upi", "vpa": "no-at-sign"},
+        {"method": "upi", "vpa": "bob@okbank", "pin": "1234"},
+        {**BANK, "ifsc": "HDFC1234"},
+        {**BANK, "account_number": "12ab"},
+        "bob@okbank",
+    ],
 )
 def test_payout_details_are_validated(details):
     with pytest.raises(DomainError):
@@ -87,8 +98,11 @@ def test_approve_then_pay_sends_the_money_out_and_never_creates_any(alice, bob):
     assert again.version == paid.version and derived(PAYOUTS) == MIN
     with pytest.raises(CashoutConflict, match="already paid"):
         cashout_mark_paid(cashout_id=cashout.pk, payout_reference="UTR-2", actor="user:carol")
-    types = list(Event.objects.filter(stream=f"cashout:{cashout.pk}").order_by("version")
-                 .values_list("type", flat=True))
+    types = list(
+        Event.objects.filter(stream=f"cashout:{cashout.pk}")
+        .order_by("version")
+        .values_list("type", flat=True)
+    )
     assert types == ["CashoutRequested", "CashoutApproved", "CashoutPaid"]
     assert verify_ledger().ok
 
@@ -141,8 +155,10 @@ def test_a_retried_request_with_its_key_returns_the_original(alice, bob):
 
 
 def test_a_cashout_fee_goes_to_the_platform_and_the_rest_leaves(alice, bob):
-    newer = price_book_copy(source=PriceBook.objects.order_by("-effective_from").first(),
-                            effective_from=timezone.now() + timedelta(seconds=1))
+    newer = price_book_copy(
+        source=PriceBook.objects.order_by("-effective_from").first(),
+        effective_from=timezone.now() + timedelta(seconds=1),
+    )
     PriceBook.objects.filter(pk=newer.pk).update(cashout_fee_bps=150, effective_from=timezone.now())
     earn(alice, bob, MIN)
     revenue_before = derived(REVENUE)
@@ -161,8 +177,9 @@ def test_an_operator_asks_and_sees_only_their_own(api, alice, bob, mallory):
     earn(alice, bob, MIN)
     earn(alice, mallory, MIN, job_id=9001)
     bobs = api(bob, "operator")
-    response = bobs.post("/api/v1/cashouts/", {"amount_minor": MIN, "payout_details": UPI},
-                         format="json")
+    response = bobs.post(
+        "/api/v1/cashouts/", {"amount_minor": MIN, "payout_details": UPI}, format="json"
+    )
     assert response.status_code == 201, response.json()
     assert response.json()["inr"] == "500.00"
     cashout_id = response.json()["id"]
@@ -179,14 +196,19 @@ def test_an_operator_asks_and_sees_only_their_own(api, alice, bob, mallory):
 def test_the_api_says_why_a_request_is_refused(api, alice, bob):
     earn(alice, bob, MIN)
     bobs = api(bob, "operator")
-    small = bobs.post("/api/v1/cashouts/", {"amount_minor": 100, "payout_details": UPI},
-                      format="json")
+    small = bobs.post(
+        "/api/v1/cashouts/", {"amount_minor": 100, "payout_details": UPI}, format="json"
+    )
     assert small.status_code == 400 and "amount" in small.json()["fields"]
-    broke = bobs.post("/api/v1/cashouts/", {"amount_minor": MIN * 9, "payout_details": UPI},
-                      format="json")
+    broke = bobs.post(
+        "/api/v1/cashouts/", {"amount_minor": MIN * 9, "payout_details": UPI}, format="json"
+    )
     assert broke.status_code == 402 and broke.json()["error"] == "insufficient_funds"
-    details = bobs.post("/api/v1/cashouts/", {"amount_minor": MIN,
-                                              "payout_details": {"method": "upi"}}, format="json")
+    details = bobs.post(
+        "/api/v1/cashouts/",
+        {"amount_minor": MIN, "payout_details": {"method": "upi"}},
+        format="json",
+    )
     assert details.status_code == 400 and "payout_details.vpa" in details.json()["fields"]
     assert not Cashout.objects.exists()
 
@@ -219,8 +241,7 @@ def test_the_admin_actions_go_through_the_services(client, alice, bob, dave):
     assert set(Cashout.objects.values_list("status", flat=True)) == {"approved"}
     client.post(url, {"action": "mark_paid", "_selected_action": [one.pk], "text": "UTR-A"})
     client.post(url, {"action": "reject", "_selected_action": [two.pk], "text": "bounced"})
-    assert dict(Cashout.objects.values_list("pk", "status")) == {one.pk: "paid",
-                                                                 two.pk: "rejected"}
+    assert dict(Cashout.objects.values_list("pk", "status")) == {one.pk: "paid", two.pk: "rejected"}
     assert Event.objects.filter(type="CashoutPaid", actor=f"user:{dave.pk}").exists()
     assert client.get(url).status_code == 200
     assert client.get(f"{url}{one.pk}/change/").status_code == 200
@@ -232,8 +253,20 @@ def test_verify_notices_a_cashout_row_changed_behind_the_log(alice, bob):
     cashout = request_cashout(bob, MIN)
     with transaction.atomic():
         Cashout.objects.filter(pk=cashout.pk).update(status="approved")
-        Cashout.objects.filter(pk=cashout.pk).update(payout_details={"method": "upi",
-                                                                     "vpa": "eve@evil"})
+        Cashout.objects.filter(pk=cashout.pk).update(
+            payout_details={"method": "upi", "vpa": "eve@evil"}
+        )
     problems = verify_ledger().problems
     assert any(f"cashout {cashout.pk} status" in p for p in problems), problems
     assert any("payout details were changed" in p for p in problems), problems
+
+
+def test_the_invariants_notice_money_moved_behind_the_books(alice, bob):
+    earn(alice, bob, MIN)
+    request_cashout(bob, MIN)
+    assert economy_invariants() == []
+    Account.objects.filter(code=cashout_code(bob.pk)).update(balance=MIN - 100)
+    problems = economy_invariants()
+    assert any("open cashouts total 5000000" in p for p in problems), problems
+    assert any("funded - paid out" in p for p in problems), problems
+    assert not verify_ledger().ok

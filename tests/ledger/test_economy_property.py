@@ -109,8 +109,14 @@ class TestEconomyProperty(TestCase):
                 cost = price * min(runtime, timeout) // 1000 if charge else 0
                 charged = min(cost, held)
                 fee = charged * 2000 // 10000
-                args = dict(job_id=job_id, attempt_id=n, price=price, runtime_ms=runtime,
-                            timeout_ms=timeout, charge=charge)
+                args = dict(
+                    job_id=job_id,
+                    attempt_id=n,
+                    price=price,
+                    runtime_ms=runtime,
+                    timeout_ms=timeout,
+                    charge=charge,
+                )
                 entry = settle(alice, operator, **args)
                 assert (entry is None) == (charged == 0)
                 attempts.append((operator, args))

@@ -44,11 +44,15 @@ def cashouts(alice, bob, mallory):
 
 
 def test_an_export_lists_approved_and_paid_cashouts_and_is_an_event(cashouts):
-    paid, approved, requested = cashouts
+    paid, approved, _requested = cashouts
     chain_seal()
     start, end = period()
     export = cashout_export_create(period_from=start, period_to=end, actor="user:carol")
-    assert (export.count, export.total_amount_minor, export.total_inr_paise) == (2, MIN * 2, 100_000)
+    assert (export.count, export.total_amount_minor, export.total_inr_paise) == (
+        2,
+        MIN * 2,
+        100_000,
+    )
     body = csv_bytes(export)
     assert hashlib.sha256(body).hexdigest() == export.sha256
     assert export.chain_head == chain_head()
@@ -82,7 +86,7 @@ def test_the_database_refuses_a_second_line_for_a_cashout(cashouts):
     start, end = period()
     export = cashout_export_create(period_from=start, period_to=end, actor="user:carol")
     line = export.lines.first()
-    with pytest.raises(Exception, match="duplicate key|unique"), transaction.atomic():
+    with pytest.raises(Exception, match=r"duplicate key|unique"), transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute(
                 "INSERT INTO ledger_cashoutexportline (export_id, cashout_id, position, "
@@ -99,7 +103,7 @@ def test_the_database_refuses_a_second_line_for_a_cashout(cashouts):
 
 
 def test_downloading_again_gives_the_same_bytes_even_after_payment(cashouts):
-    paid, approved, _ = cashouts
+    _paid, approved, _ = cashouts
     start, end = period()
     export = cashout_export_create(period_from=start, period_to=end, actor="user:carol")
     before = csv_bytes(export)
@@ -116,8 +120,9 @@ def test_downloading_again_gives_the_same_bytes_even_after_payment(cashouts):
 def test_finance_exports_and_downloads_through_the_api(api, cashouts, alice, bob, carol):
     start, end = period()
     finance = api(carol, "finance")
-    made = finance.post("/api/v1/exports/", {"from": start.isoformat(), "to": end.isoformat()},
-                        format="json")
+    made = finance.post(
+        "/api/v1/exports/", {"from": start.isoformat(), "to": end.isoformat()}, format="json"
+    )
     assert made.status_code == 201, made.json()
     body = made.json()
     assert body["count"] == 2
@@ -129,11 +134,13 @@ def test_finance_exports_and_downloads_through_the_api(api, cashouts, alice, bob
     assert response["X-Content-SHA256"] == body["sha256"]
     assert finance.get("/api/v1/exports/").json()["results"][0]["id"] == body["id"]
     assert finance.get(f"/api/v1/exports/{body['id']}").json()["sha256"] == body["sha256"]
-    empty = finance.post("/api/v1/exports/", {"from": start.isoformat(), "to": end.isoformat()},
-                         format="json")
+    empty = finance.post(
+        "/api/v1/exports/", {"from": start.isoformat(), "to": end.isoformat()}, format="json"
+    )
     assert empty.status_code == 409 and empty.json()["error"] == "nothing_to_export"
-    backwards = finance.post("/api/v1/exports/", {"from": end.isoformat(),
-                                                  "to": start.isoformat()}, format="json")
+    backwards = finance.post(
+        "/api/v1/exports/", {"from": end.isoformat(), "to": start.isoformat()}, format="json"
+    )
     assert backwards.status_code == 400 and "to" in backwards.json()["fields"]
     for user, role in ((bob, "operator"), (alice, "submitter")):
         client = api(user, role)
@@ -144,8 +151,15 @@ def test_finance_exports_and_downloads_through_the_api(api, cashouts, alice, bob
 def test_the_command_exports_and_writes_an_export_again(cashouts, tmp_path):
     start, end = period()
     out = tmp_path / "export.csv"
-    call_command("export_cashouts", "--from", start.isoformat(), "--to", end.isoformat(),
-                 "--output", str(out))
+    call_command(
+        "export_cashouts",
+        "--from",
+        start.isoformat(),
+        "--to",
+        end.isoformat(),
+        "--output",
+        str(out),
+    )
     export = CashoutExport.objects.get()
     assert hashlib.sha256(out.read_bytes()).hexdigest() == export.sha256
     again = tmp_path / "again.csv"
@@ -158,17 +172,26 @@ def test_the_command_exports_and_writes_an_export_again(cashouts, tmp_path):
 
 
 def test_the_admin_exports_the_selected_cashouts_and_downloads_them(client, dave, cashouts):
-    paid, approved, requested = cashouts
+    paid, _approved, requested = cashouts
     client.force_login(dave)
-    response = client.post("/admin/ledger/cashout/", {
-        "action": "export_selected", "_selected_action": [paid.pk, requested.pk], "text": "",
-    })
+    response = client.post(
+        "/admin/ledger/cashout/",
+        {
+            "action": "export_selected",
+            "_selected_action": [paid.pk, requested.pk],
+            "text": "",
+        },
+    )
     assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
     export = CashoutExport.objects.get()
     assert list(export.lines.values_list("cashout_id", flat=True)) == [paid.pk]
     body = b"".join(response.streaming_content)
     assert hashlib.sha256(body).hexdigest() == export.sha256
-    again = client.post("/admin/ledger/cashoutexport/", {
-        "action": "download", "_selected_action": [export.pk],
-    })
+    again = client.post(
+        "/admin/ledger/cashoutexport/",
+        {
+            "action": "download",
+            "_selected_action": [export.pk],
+        },
+    )
     assert b"".join(again.streaming_content) == body

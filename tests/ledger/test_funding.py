@@ -22,7 +22,12 @@ SECRET = "whsec-test-0123456789"
 def test_finance_grants_credits_from_external_funding(api, alice, carol):
     response = api(carol, "finance").post(
         "/api/v1/credits/grants",
-        {"user_id": alice.pk, "amount_minor": 50_000, "reference": "welcome", "idempotency_key": "t-1"},
+        {
+            "user_id": alice.pk,
+            "amount_minor": 50_000,
+            "reference": "welcome",
+            "idempotency_key": "t-1",
+        },
     )
     assert response.status_code == 201, response.json()
     assert response.json()["available_minor"] == 50_000
@@ -34,8 +39,12 @@ def test_finance_grants_credits_from_external_funding(api, alice, carol):
 
 
 def test_a_repeated_grant_moves_nothing_twice_and_a_different_one_is_a_conflict(alice):
-    first = credits_grant(user_id=alice.pk, amount=100, actor="f", reference="", idempotency_key="k")
-    again = credits_grant(user_id=alice.pk, amount=100, actor="f", reference="", idempotency_key="k")
+    first = credits_grant(
+        user_id=alice.pk, amount=100, actor="f", reference="", idempotency_key="k"
+    )
+    again = credits_grant(
+        user_id=alice.pk, amount=100, actor="f", reference="", idempotency_key="k"
+    )
     assert first.pk == again.pk and balance(available_code(alice.pk)) == 100
     with pytest.raises(IdempotencyConflict):
         credits_grant(user_id=alice.pk, amount=999, actor="f", reference="", idempotency_key="k")
@@ -70,8 +79,9 @@ def test_only_finance_grants(api, alice, bob, dave):
 
 def test_the_grant_command_grants_once_per_key(alice):
     call_command("grant_credits", "alice", "12.50", "--key", "ticket-7", "--reference", "promo")
-    call_command("grant_credits", f"#{alice.pk}", "12.50", "--key", "ticket-7", "--reference",
-                 "promo")
+    call_command(
+        "grant_credits", f"#{alice.pk}", "12.50", "--key", "ticket-7", "--reference", "promo"
+    )
     assert balance(available_code(alice.pk)) == 1250
     with pytest.raises(CommandError, match="already used"):
         call_command("grant_credits", "alice", "99", "--key", "ticket-7", "--reference", "promo")
@@ -102,8 +112,14 @@ def webhook(client, settings):
 
 
 def payment(alice, **overrides) -> dict:
-    return {"id": "pay_001", "type": "payment.succeeded", "user_id": alice.pk,
-            "amount_paise": 100_000, "currency": "INR", **overrides}
+    return {
+        "id": "pay_001",
+        "type": "payment.succeeded",
+        "user_id": alice.pk,
+        "amount_paise": 100_000,
+        "currency": "INR",
+        **overrides,
+    }
 
 
 def test_a_signed_payment_credits_the_user_once(webhook, alice):
@@ -139,8 +155,9 @@ def test_an_unsigned_or_replayed_webhook_is_refused(webhook, alice, tamper):
     else:
         raw = json.dumps(body).encode()
         signature = webhook_sign(raw, secret=SECRET, timestamp=int(time.time()))
-        response = webhook(json.dumps(payment(alice, amount_paise=9_999_999)).encode(),
-                           header=signature)
+        response = webhook(
+            json.dumps(payment(alice, amount_paise=9_999_999)).encode(), header=signature
+        )
     assert response.status_code == 401, response.json()
     assert response.json()["error"] == "bad_signature"
     assert balance(available_code(alice.pk)) == 0
@@ -149,8 +166,12 @@ def test_an_unsigned_or_replayed_webhook_is_refused(webhook, alice, tamper):
 def test_the_webhook_validates_the_payment_and_ignores_other_events(webhook, alice):
     ignored = webhook({"id": "evt_1", "type": "payment.refunded"})
     assert ignored.status_code == 200 and ignored.json()["status"] == "ignored"
-    for bad in (payment(alice, amount_paise=0), payment(alice, amount_paise=-100),
-                payment(alice, currency="USD"), payment(alice, user_id=99_999)):
+    for bad in (
+        payment(alice, amount_paise=0),
+        payment(alice, amount_paise=-100),
+        payment(alice, currency="USD"),
+        payment(alice, user_id=99_999),
+    ):
         response = webhook(bad)
         assert response.status_code == 400, (bad, response.json())
     assert webhook(b"{not json").status_code == 400
@@ -161,7 +182,9 @@ def test_the_webhook_is_off_without_a_secret(client, settings, alice):
     settings.PAYMENT_WEBHOOK_SECRET = None
     raw = json.dumps(payment(alice)).encode()
     response = client.post(
-        "/api/v1/credits/webhook", data=raw, content_type="application/json",
+        "/api/v1/credits/webhook",
+        data=raw,
+        content_type="application/json",
         headers={SIGNATURE_HEADER: webhook_sign(raw, secret="x", timestamp=int(time.time()))},
     )
     assert response.status_code == 503

@@ -49,7 +49,7 @@ def test_it_answers_with_the_book_in_force_at_a_moment():
     with pytest.raises(NoRulesInForce):
         rules_at(datetime(2023, 1, 1, tzinfo=UTC))
     with pytest.raises(ValueError, match="timezone-aware"):
-        rules_at(datetime(2025, 6, 1))  # noqa: DTZ001
+        rules_at(datetime(2025, 6, 1))
 
 
 def test_it_prices_a_tier_and_region_from_base_times_multipliers():
@@ -65,8 +65,19 @@ def test_it_prices_a_tier_and_region_from_base_times_multipliers():
 
 @pytest.mark.parametrize(
     ("given", "region"),
-    [("IN", "in"), ("in", "in"), ("US", "us"), ("GB", "uk"), ("uk", "uk"), ("DE", "eu"),
-     ("fr", "eu"), ("EU", "eu"), ("JP", "jp"), ("", "other"), ("  ", "other")],
+    [
+        ("IN", "in"),
+        ("in", "in"),
+        ("US", "us"),
+        ("GB", "uk"),
+        ("uk", "uk"),
+        ("DE", "eu"),
+        ("fr", "eu"),
+        ("EU", "eu"),
+        ("JP", "jp"),
+        ("", "other"),
+        ("  ", "other"),
+    ],
 )
 def test_it_maps_countries_to_regions(given, region):
     assert region_for(given) == region
@@ -113,7 +124,9 @@ def test_the_database_refuses_a_platform_fee_above_20_percent():
 
 def test_a_new_version_takes_over_at_its_effective_from():
     now = timezone.now()
-    draft = price_book_copy(source=PriceBook.objects.first(), effective_from=now + timedelta(hours=1))
+    draft = price_book_copy(
+        source=PriceBook.objects.first(), effective_from=now + timedelta(hours=1)
+    )
     TierMultiplier.objects.filter(book=draft, tier="gtx-1080").update(multiplier=Decimal("1.7"))
     assert rules_at(now).tier_multiplier("gtx-1080") == Decimal("1.5")
     later = rules_at(now + timedelta(hours=2))
@@ -127,7 +140,10 @@ def test_the_market_moves_a_spot_price_within_bounds_and_records_it():
     with transaction.atomic():
         row = spot_price_set(region="IN", tier="rtx-4090", price=120, reason="demand", actor="beat")
     assert (row.region, row.price_per_s_minor, row.min_per_s_minor, row.max_per_s_minor) == (
-        "in", 120, 52, 315,  # bounds 50% .. 300% of the starting 105
+        "in",
+        120,
+        52,
+        315,  # bounds 50% .. 300% of the starting 105
     )
     events = list(Event.objects.filter(stream="spot:in:rtx-4090").order_by("version"))
     assert [e.type for e in events] == ["SpotPriceChanged", "SpotPriceChanged"]
@@ -148,8 +164,9 @@ def test_admin_bounds_clamp_the_price_and_are_events():
     with transaction.atomic():
         spot_price_set(region="uk", tier="gtx-1080", price=100, reason="demand", actor="beat")
     with transaction.atomic():
-        row = spot_bounds_set(region="uk", tier="gtx-1080", min_price=60, max_price=90,
-                              actor="user:dave")
+        row = spot_bounds_set(
+            region="uk", tier="gtx-1080", min_price=60, max_price=90, actor="user:dave"
+        )
     assert (row.price_per_s_minor, row.min_per_s_minor, row.max_per_s_minor) == (90, 60, 90)
     assert Event.objects.filter(stream="spot:uk:gtx-1080", type="SpotBoundsChanged").count() == 1
     with pytest.raises(DomainError):
@@ -166,3 +183,37 @@ def test_verify_notices_a_spot_price_changed_behind_the_log():
     SpotPrice.objects.filter(region="us", tier="cpu").update(price_per_s_minor=50)
     report = verify_ledger()
     assert any("spot price us/cpu" in p for p in report.problems), report.problems
+
+
+def test_the_admin_shows_books_in_force_read_only_and_copies_them(client, dave):
+    client.force_login(dave)
+    book = PriceBook.objects.order_by("-effective_from").first()
+    page = client.get(f"/admin/ledger/pricebook/{book.pk}/change/")
+    assert page.status_code == 200
+    assert b'name="platform_fee_bps"' not in page.content  # shown, not editable
+    client.post(
+        "/admin/ledger/pricebook/", {"action": "copy_as_draft", "_selected_action": [book.pk]}
+    )
+    draft = PriceBook.objects.order_by("-effective_from").first()
+    assert draft.pk != book.pk and draft.effective_from > timezone.now()
+    assert draft.tiers.count() == book.tiers.count()
+    editable = client.get(f"/admin/ledger/pricebook/{draft.pk}/change/")
+    assert b'name="platform_fee_bps"' in editable.content
+
+
+def test_the_admin_sets_spot_bounds_through_the_service(client, dave):
+    client.force_login(dave)
+    response = client.post(
+        "/admin/ledger/spotprice/add/",
+        {
+            "region": "in",
+            "tier": "rtx-4090",
+            "min_per_s_minor": 90,
+            "max_per_s_minor": 100,
+        },
+    )
+    assert response.status_code == 302, response.content[:2000]
+    row = SpotPrice.objects.get(region="in", tier="rtx-4090")
+    assert (row.price_per_s_minor, row.min_per_s_minor, row.max_per_s_minor) == (100, 90, 100)
+    assert Event.objects.filter(stream="spot:in:rtx-4090", actor=f"user:{dave.pk}").exists()
+    assert verify_ledger().ok

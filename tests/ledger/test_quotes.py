@@ -22,10 +22,13 @@ def test_it_works_the_documented_example_gtx_1080_in_the_uk():
     price = quotes.spot_initial(
         base_per_s_minor=50, tier_multiplier=Decimal("1.5"), region_multiplier=Decimal("1.0")
     )
-    earnings = quotes.node_earnings_per_hour(price_per_s_minor=price, fee_bps=2000,
-                                             paise_per_credit=1)
+    earnings = quotes.node_earnings_per_hour(
+        price_per_s_minor=price, fee_bps=2000, paise_per_credit=1
+    )
     assert (price, earnings.gross_per_hour_minor, earnings.fee_per_hour_minor) == (
-        75, 270_000, 54_000,
+        75,
+        270_000,
+        54_000,
     )
     assert (earnings.operator_per_hour_minor, earnings.operator_per_hour_paise) == (216_000, 2_160)
 
@@ -61,11 +64,17 @@ def test_a_job_quote_holds_ceiling_times_timeout_times_slices():
     quote = quotes.job_quote(ceiling_per_s_minor=200, timeout_s=600, slices=4, spot_per_s_minor=105)
     assert quote.max_minor == 200 * 600 * 4
     assert quote.expected_minor == 105 * 600 * 4 and quote.within_ceiling
-    too_low = quotes.job_quote(ceiling_per_s_minor=100, timeout_s=600, slices=1,
-                               spot_per_s_minor=105)
+    too_low = quotes.job_quote(
+        ceiling_per_s_minor=100, timeout_s=600, slices=1, spot_per_s_minor=105
+    )
     assert not too_low.within_ceiling and too_low.expected_minor == 0
-    short = quotes.job_quote(ceiling_per_s_minor=200, timeout_s=600, slices=1,
-                             spot_per_s_minor=105, expected_runtime_s=60)
+    short = quotes.job_quote(
+        ceiling_per_s_minor=200,
+        timeout_s=600,
+        slices=1,
+        spot_per_s_minor=105,
+        expected_runtime_s=60,
+    )
     assert short.expected_minor == 105 * 60
 
 
@@ -84,8 +93,14 @@ def test_cashout_figures_are_whole_paise_and_the_fee_rounds_down_to_a_paisa():
 def test_the_quote_endpoint_answers_jobs_and_nodes(api, alice, bob):
     job = api(alice, "submitter").get(
         "/api/v1/quote",
-        {"for": "job", "tier": "rtx-4090", "region": "IN", "ceiling_per_s_minor": 150,
-         "timeout_s": 3600, "slices": 2},
+        {
+            "for": "job",
+            "tier": "rtx-4090",
+            "region": "IN",
+            "ceiling_per_s_minor": 150,
+            "timeout_s": 3600,
+            "slices": 2,
+        },
     )
     assert job.status_code == 200, job.json()
     assert job.json()["max_minor"] == 150 * 3600 * 2
@@ -96,8 +111,8 @@ def test_the_quote_endpoint_answers_jobs_and_nodes(api, alice, bob):
     assert node.status_code == 200, node.json()
     assert node.json()["operator_per_hour_inr"] == "21.60"
     floored = api(bob, "operator").get(
-        "/api/v1/quote", {"for": "node", "tier": "gtx-1080", "region": "GB",
-                          "floor_per_s_minor": 100},
+        "/api/v1/quote",
+        {"for": "node", "tier": "gtx-1080", "region": "GB", "floor_per_s_minor": 100},
     )
     assert floored.json()["price_per_s_minor"] == 100
 

@@ -5,9 +5,11 @@ import io
 from datetime import timedelta
 
 import pytest
+from django.db import transaction
 from django.utils import timezone
 
 from ledger.cashouts import cashout_mark_paid
+from ledger.settlement import hold_release
 from tests.ledger.economy_helpers import approved_cashout, grant, hold, settle
 
 pytestmark = pytest.mark.usefixtures("price_books")
@@ -17,18 +19,18 @@ pytestmark = pytest.mark.usefixtures("price_books")
 def month(alice, bob):
     grant(alice, 10_000_000)
     hold(alice, 1, 9_000_000)
-    settle(alice, bob, job_id=1, attempt_id=1, price=1000, runtime_ms=7_000_000,
-           timeout_ms=7_200_000)  # costs 7,000,000
-    from django.db import transaction
-
-    from ledger.settlement import hold_release
-
+    settle(
+        alice, bob, job_id=1, attempt_id=1, price=1000, runtime_ms=7_000_000, timeout_ms=7_200_000
+    )  # costs 7,000,000
     with transaction.atomic():
         hold_release(job_id=1, submitter_id=alice.pk, actor="jobs")
     cashout = approved_cashout(bob, 5_000_000)
     cashout_mark_paid(cashout_id=cashout.pk, payout_reference="UTR-1", actor="user:carol")
     now = timezone.now()
-    return {"from": (now - timedelta(days=1)).isoformat(), "to": (now + timedelta(days=1)).isoformat()}
+    return {
+        "from": (now - timedelta(days=1)).isoformat(),
+        "to": (now + timedelta(days=1)).isoformat(),
+    }
 
 
 def test_a_submitter_sees_their_spending(api, alice, month):
@@ -40,8 +42,14 @@ def test_a_submitter_sees_their_spending(api, alice, month):
     assert body["totals"]["earned"] == 0
     closing = {a["code"]: a["closing_minor"] for a in body["accounts"]}
     assert closing[f"user:{alice.pk}:available"] == 3_000_000
-    assert [line["kind"] for line in body["lines"]] == ["topup", "hold", "hold", "settlement",
-                                                        "release", "release"]
+    assert [line["kind"] for line in body["lines"]] == [
+        "topup",
+        "hold",
+        "hold",
+        "settlement",
+        "release",
+        "release",
+    ]
     assert body["lines"][3]["ref"] == "attempt:1"
 
 
@@ -64,8 +72,10 @@ def test_the_statement_pages_and_windows_by_time(api, alice, month):
     past = {"from": "2020-01-01T00:00:00Z", "to": "2020-02-01T00:00:00Z"}
     empty = client.get("/api/v1/statements/me", past).json()
     assert empty["lines"] == [] and empty["totals"]["spent"] == 0
-    assert client.get("/api/v1/statements/me", {"from": month["to"],
-                                                 "to": month["from"]}).status_code == 400
+    assert (
+        client.get("/api/v1/statements/me", {"from": month["to"], "to": month["from"]}).status_code
+        == 400
+    )
     assert client.get("/api/v1/statements/me").status_code == 400
 
 
