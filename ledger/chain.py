@@ -4,7 +4,7 @@ Why a horizon and not "every id above the last sealed one": ids are handed out w
 inserted, not when its transaction commits. A transaction that took id 10 and commits after the
 one that took id 11 would be skipped by a sealer that already passed 11. On PostgreSQL every event
 records its transaction id (a trigger sets it), and a pass seals only events whose transaction is
-older than the oldest one still open (pg_snapshot_xmin): that set can no longer grow, so nothing is
+older than the oldest one still open in this database: that set can no longer grow, so nothing is
 ever skipped. A pass takes the events between the previous pass's horizon and its own, in id
 order. On SQLite, writers are serialised (BEGIN IMMEDIATE), ids follow commit order, and the last
 sealed id is the horizon.
@@ -49,19 +49,38 @@ def _is_postgres() -> bool:
     return connection.vendor == "postgresql"
 
 
+# The oldest transaction still open in THIS database, as a 64-bit txid. pg_stat_activity shows
+# 32-bit xids: widen each against our own (newer) txid; one newer than ours (it started after we
+# did) widens to a huge distance and is left out — it cannot have written an event below ours.
+# Transactions in other databases on the same server are ignored: they cannot write our events,
+# and a long one elsewhere must not stall sealing here (pg_snapshot_xmin is server-wide).
+_OLDEST_OPEN_SQL = """
+WITH me AS (SELECT pg_current_xact_id()::text::bigint AS xid),
+open AS (
+  SELECT ((me.xid - a.backend_xid::text::bigint) % 4294967296 + 4294967296) % 4294967296
+         AS distance
+    FROM pg_stat_activity a, me
+   WHERE a.datname = current_database() AND a.backend_xid IS NOT NULL
+     AND a.pid <> pg_backend_pid()
+)
+SELECT me.xid - COALESCE(max(open.distance) FILTER (WHERE open.distance < 2147483648), 0)
+  FROM me LEFT JOIN open ON true GROUP BY me.xid
+"""
+
+
 def _pg_horizon(previous: int, limit: int) -> int:
     """The exclusive txid bound of this pass: below every open transaction, ~`limit` events."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
-        xmin = cursor.fetchone()[0]
+        cursor.execute(_OLDEST_OPEN_SQL)
+        oldest_open = max(cursor.fetchone()[0], previous)
         cursor.execute(
             "SELECT txid FROM ledger_event WHERE txid >= %s AND txid < %s "
             "ORDER BY txid OFFSET %s LIMIT 1",
-            [previous, xmin, limit],
+            [previous, oldest_open, limit],
         )
         row = cursor.fetchone()
     if row is None:
-        return xmin
+        return oldest_open
     # Whole transactions only: a pass never splits one transaction's events.
     return row[0] if row[0] > previous else row[0] + 1
 
