@@ -37,7 +37,16 @@ def schedules() -> list[Schedule]:
             settings.NODE_RELIABILITY_DECAY_INTERVAL_S,
             "Decay each node's reliability evidence towards the new-node prior.",
         ),
-        Schedule("jobs: return expired leases", "jobs.reap_leases",
-                 settings.JOB_REAPER_INTERVAL_S,
-                 "Requeue tasks whose lease expired (backoff, node excluded) or fail them."),
+        Schedule(
+            "jobs: return expired leases",
+            "jobs.reap_leases",
+            settings.JOB_REAPER_INTERVAL_S,
+            "Requeue tasks whose lease expired (backoff, node excluded) or fail them.",
+        ),
+        Schedule(
+            "jobs: reprice the market",
+            "jobs.reprice_market",
+            settings.MARKET_REPRICE_INTERVAL_S,
+            "Move each (region, tier) spot price one step with supply and demand, within bounds.",
+        ),
     ]

@@ -282,3 +282,7 @@ PAYMENT_WEBHOOK_TOLERANCE_S = env_int("PAYMENT_WEBHOOK_TOLERANCE_S", 300, minimu
 # its starting price (base × tier × region); admins change them per row afterwards.
 ECONOMY_SPOT_MIN_PCT = env_int("ECONOMY_SPOT_MIN_PCT", 50, minimum=1, maximum=100)
 ECONOMY_SPOT_MAX_PCT = env_int("ECONOMY_SPOT_MAX_PCT", 300, minimum=100, maximum=10_000)
+# The market: how often beat reprices, by how much per step, and the least time between moves.
+MARKET_REPRICE_INTERVAL_S = env_int("MARKET_REPRICE_INTERVAL_S", 60, minimum=1)
+MARKET_STEP_PCT = env_int("MARKET_STEP_PCT", 10, minimum=1, maximum=50)
+MARKET_MIN_INTERVAL_S = env_int("MARKET_MIN_INTERVAL_S", 50, minimum=0)

@@ -7,3 +7,11 @@ from jobs.leases import leases_reap
 def reap_leases() -> int:
     """Return expired leases to the queue; a double fire finds nothing left to do."""
     return leases_reap()
+
+
+@shared_task(name="jobs.reprice_market", ignore_result=True)
+def reprice_market() -> int:
+    """Move spot prices one step with supply and demand; a double fire moves nothing twice."""
+    from jobs.market import market_reprice
+
+    return len(market_reprice())
