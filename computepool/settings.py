@@ -178,6 +178,12 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "JobStateEnum": "jobs.models.JobState",
+        "TaskStateEnum": "jobs.models.TaskState",
+        "AttemptStateEnum": "jobs.models.AttemptState",
+        "NodeStateEnum": "nodes.models.NodeState",
+    },
 }
 # Request bodies above this are refused with 413 before they are parsed.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MAX_REQUEST_BYTES", 2 * 1024 * 1024, minimum=1024)

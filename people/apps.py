@@ -6,4 +6,4 @@ class PeopleConfig(AppConfig):
     verbose_name = "People and API keys"
 
     def ready(self) -> None:
-        from people import events  # noqa: F401 - registers event types
+        from people import events, schema  # noqa: F401 - event types, the OpenAPI auth scheme
