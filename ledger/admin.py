@@ -89,6 +89,7 @@ from ledger.models import (  # noqa: E402
     BaseRate,
     Cashout,
     CashoutExport,
+    CashoutExportLine,
     PriceBook,
     RegionMultiplier,
     SpotPrice,
@@ -318,3 +319,17 @@ class CashoutExportAdmin(ReadOnlyAdmin):
             self.message_user(request, "Select one export.", messages.ERROR)
             return None
         return _csv_download(queryset.get())
+
+
+# Rows edited through their price book or export above, also listed on their own so every
+# model can be searched from the admin.
+@admin.register(BaseRate, TierMultiplier, RegionMultiplier)
+class PriceRuleRowAdmin(ReadOnlyAdmin):
+    list_display = ("__str__", "book")
+    list_filter = ("book",)
+
+
+@admin.register(CashoutExportLine)
+class CashoutExportLineAdmin(ReadOnlyAdmin):
+    list_display = ("id", "export", "cashout", "position", "operator_name", "amount_minor")
+    list_filter = ("export",)

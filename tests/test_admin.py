@@ -1,0 +1,36 @@
+"""Every model has an admin page, and the pages render for an admin."""
+
+import pytest
+from django.apps import apps
+from django.contrib import admin
+from django.urls import reverse
+
+APPS = ("ledger", "people", "nodes", "jobs")
+MODELS = [m for m in apps.get_models() if m._meta.app_label in APPS]
+
+
+def test_every_model_is_in_the_admin():
+    missing = [m._meta.label for m in MODELS if m not in admin.site._registry]
+    assert missing == []
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: m._meta.label)
+def test_each_changelist_renders(client, dave, model):
+    client.force_login(dave)
+    url = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
+    assert client.get(url).status_code == 200
+
+
+@pytest.mark.django_db
+def test_the_log_and_the_books_are_read_only_in_the_admin(client, dave):
+    from ledger.models import Event, Posting
+
+    client.force_login(dave)
+    for model in (Event, Posting):
+        model_admin = admin.site._registry[model]
+        request = client.get("/admin/").wsgi_request
+        request.user = dave
+        assert not model_admin.has_change_permission(request)
+        assert not model_admin.has_delete_permission(request)
+        assert not model_admin.has_add_permission(request)
