@@ -19,10 +19,13 @@ class TasksProjection:
     def reset(self) -> None:
         self.jobs: dict[int, list] = {}  # job_id -> [state, slices]
         self.tasks: dict[tuple[int, int], list] = {}  # (job_id, index) -> [state, attempts]
+        self.settled: dict[int, int] = {}  # attempt_id -> AttemptSettled events
 
     def apply(self, event: Event) -> None:
         kind, p = event.type, event.payload
-        if kind == "JobSubmitted":
+        if kind == "AttemptSettled":
+            self.settled[p["attempt_id"]] = self.settled.get(p["attempt_id"], 0) + 1
+        elif kind == "JobSubmitted":
             self.jobs[p["job_id"]] = ["queued", p["slices"]]
             for index in range(p["slices"]):
                 self.tasks[(p["job_id"], index)] = ["queued", 0]
@@ -37,7 +40,7 @@ class TasksProjection:
                 task[1] += 1
 
     def diff(self) -> list[str]:
-        from jobs.models import Job, Task
+        from jobs.models import ACTIVE_ATTEMPT_STATES, Attempt, Job, Task
 
         problems: list[str] = []
         live_jobs = dict(Job.objects.values_list("id", "state"))
@@ -61,5 +64,15 @@ class TasksProjection:
                     f"(state, attempts) in the table, {self.tasks.get(key)} in the log"
                 )
                 if len(problems) > 50:
+                    break
+        # Every attempt that ended is settled exactly once (at zero when not charged).
+        ended = Attempt.objects.exclude(state__in=ACTIVE_ATTEMPT_STATES).values_list(
+            "id", flat=True
+        )
+        for attempt_id in ended.iterator(chunk_size=10_000):
+            count = self.settled.get(attempt_id, 0)
+            if count != 1:
+                problems.append(f"jobs: attempt {attempt_id} ended with {count} settlements")
+                if len(problems) > 100:
                     break
         return problems
