@@ -2,6 +2,7 @@
 complete, fail, cancel, lose a lease, cashout request/approve/reject/pay. After every step the
 invariants hold; at the end a replay of the log equals the live tables."""
 
+import contextlib
 from datetime import timedelta
 
 from django.db.models import Sum
@@ -75,7 +76,7 @@ step = st.one_of(
 )
 
 
-def pick(items: list, k: int):  # noqa: ANN201
+def pick(items: list, k: int):
     return items[k % len(items)] if items else None
 
 
@@ -118,10 +119,8 @@ class TestEconomyThroughJobs(TestCase):
                 }
             )
             data.is_valid(raise_exception=True)
-            try:
+            with contextlib.suppress(InsufficientFunds):
                 job_submit(submitter_id=self.sub.pk, data=data.validated_data)
-            except InsufficientFunds:
-                pass
         elif name == "claim":
             task_claim(profile=profile_for(Node.objects.get(pk=self.nodes[args[0]].pk)))
         elif name in ("complete", "fail") and (attempt := pick(active, args[0])):
@@ -152,10 +151,8 @@ class TestEconomyThroughJobs(TestCase):
         elif name == "cancel":
             open_jobs = list(Job.objects.filter(state__in=[JobState.QUEUED, JobState.RUNNING]))
             if job := pick(open_jobs, args[0]):
-                try:
+                with contextlib.suppress(JobNotCancellable):
                     job_cancel(job=job, actor="t")
-                except JobNotCancellable:
-                    pass
         elif name == "payday":
             self.run_step(("cashout", args[0]))
             self.run_step(("approve", -1))
