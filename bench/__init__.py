@@ -1,0 +1,1 @@
+"""Benchmarks that print figures (not tests). See bench/README.md and docs/benchmarks.md."""

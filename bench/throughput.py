@@ -1,0 +1,518 @@
+"""End-to-end throughput: tasks/s through claim → complete → settle with simulated agents over
+HTTP, next to the raw-SQL ceiling of the same statements sent through psycopg in the same run.
+
+Agents (asyncio, keep-alive, loopback) each hold one node's agent key. Two agent loops:
+- `next`: complete with want_next=true, so one request completes a task and leases the next;
+- `pairs`: claim, then complete (two requests per task; what the design's bare baseline did).
+Every task is a one-slice job with its credits held, so each completion settles (held →
+earnings + revenue), finishes its job and releases the rest of the hold, as in production.
+
+The ceiling runs the statements the hub sends for one task (printed with --show-sql), written
+by hand, through psycopg from threads: claim (8), complete (about 30), the node's reliability
+(3), without HTTP, Django or the agent-key lookup.
+
+    .venv/bin/python -m bench.throughput [--agents 32] [--seconds 12] [--repeats 3]
+"""
+
+import argparse
+import hashlib
+import json
+import secrets
+import statistics
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import psycopg
+
+from bench import common
+
+
+def seed_jobs(count: int, submitter_id: int) -> None:
+    """`count` one-slice jobs with their credits held (held accounts written directly)."""
+    from django.db import connection
+
+    common.seed_queue(count, submitter_id=submitter_id, slices_per_job=1, gpu_share=0)
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE jobs_job SET max_cost = price_ceiling * timeout_s * slices")
+        cursor.execute(
+            "INSERT INTO ledger_account (code, kind, owner_id, currency, balance, allow_negative, "
+            "projected, created_at) SELECT 'job:' || j.id || ':held', 'held', j.submitter_id, "
+            "'CRD', j.max_cost, false, true, now() FROM jobs_job j WHERE NOT EXISTS "
+            "(SELECT 1 FROM ledger_account a WHERE a.code = 'job:' || j.id || ':held')"
+        )
+
+
+# --- agents over HTTP -------------------------------------------------------------------------
+
+
+async def agents(port: int, keys: list[str], seconds: float, mode: str) -> tuple[int, int]:
+    deadline = time.perf_counter() + seconds
+    done = [0, 0]
+
+    async def agent(key: str) -> None:
+        conn = common.Conn(port, key)
+        lease = None
+        while time.perf_counter() < deadline:
+            if lease is None:
+                status, body = await conn.request("POST", "/api/v1/agent/claim", {"wait": 0})
+                if status != 200:
+                    break  # the queue is empty
+                lease = body
+            status, body = await conn.request(
+                "POST",
+                f"/api/v1/agent/attempts/{lease['attempt_id']}/complete",
+                {
+                    "lease_token": lease["lease_token"],
+                    "exit_code": 0,
+                    "stdout_tail": "ok\n",
+                    "want_next": mode == "next",
+                },
+            )
+            done[0 if status == 200 else 1] += 1
+            lease = body.get("next") if status == 200 and mode == "next" else None
+        await conn.close()
+
+    await common.asyncio.gather(*(agent(k) for k in keys))
+    return done[0], done[1]
+
+
+# --- the raw-SQL ceiling ----------------------------------------------------------------------
+
+
+def _event(cur, stream: str, version: int, type_: str, payload: dict, actor: str, key=None):
+    body = json.dumps(payload)
+    fingerprint = hashlib.sha256(f"{stream}\n{type_}\n{body}".encode()).hexdigest()
+    cur.execute(
+        "INSERT INTO ledger_event (stream, version, type, schema_version, payload, actor, "
+        "idempotency_key, fingerprint, recorded_at) VALUES (%s, %s, %s, 1, %s, %s, %s, %s, now()) "
+        "RETURNING id",
+        [stream, version, type_, body, actor, key, fingerprint],
+    )
+    return cur.fetchone()[0]
+
+
+def _entry(cur, event_id: int, kind: str, legs: list[tuple[int, int]]) -> None:
+    cur.execute(
+        "INSERT INTO ledger_entry (event_id, kind, created_at) VALUES (%s, %s, now()) RETURNING id",
+        [event_id, kind],
+    )
+    entry = cur.fetchone()[0]
+    cur.execute(
+        "INSERT INTO ledger_posting (entry_id, account_id, amount, currency) "
+        "SELECT %s, * , 'CRD' FROM UNNEST(%s::bigint[], %s::bigint[])",
+        [entry, [a for a, _ in legs], [n for _, n in legs]],
+    )
+    for account, amount in sorted(legs):
+        cur.execute(
+            "UPDATE ledger_account SET balance = balance + %s WHERE (allow_negative OR "
+            "balance >= %s) AND id = %s AND projected",
+            [amount, -amount, account],
+        )
+
+
+class RawAgent:
+    """One node's claim → complete → settle loop as plain SQL on its own connection."""
+
+    def __init__(self, dsn: str, node: dict, claim_sql: str) -> None:
+        self.conn = psycopg.connect(dsn)
+        self.node = node
+        self.claim_sql = claim_sql + " FOR UPDATE OF t SKIP LOCKED"
+
+    def claim(self) -> tuple | None:
+        n, now = self.node, datetime.now(UTC)
+        with self.conn.transaction(), self.conn.cursor() as cur:
+            cur.execute(
+                self.claim_sql,
+                {
+                    "now": now, "vram": n["vram"], "cores": n["cores"], "ram": n["ram"],
+                    "disk": n["disk"], "gpus": n["gpus"], "cc": n["cc"], "region": n["region"],
+                    "tier_like": f"%,{n['tier']},%", "price": n["price"],
+                    "node_like": f"%,{n['id']},%", "trusted": True,
+                },
+            )  # fmt: skip
+            row = cur.fetchone()
+            if row is None:
+                return None
+            task_id, job_id, index, attempts, version, job_state = row[:6]
+            token = secrets.token_urlsafe(24)
+            expires = now + timedelta(seconds=90)
+            cur.execute(
+                "INSERT INTO jobs_attempt (task_id, node_id, number, lease_token, state, "
+                "leased_at, lease_expires_at, price_per_s, failure_class, detail, stdout_tail, "
+                "stderr_tail, progress, message, cancel_requested, log_bytes) VALUES (%s, %s, %s, "
+                "%s, 'leased', %s, %s, %s, '', '', '', '', 0, '', false, 0) RETURNING id",
+                [task_id, n["id"], attempts + 1, token, now, expires, n["price"]],
+            )
+            attempt_id = cur.fetchone()[0]
+            cur.execute(
+                "UPDATE jobs_task SET state = 'leased', attempts = %s, version = %s, "
+                "current_attempt_id = %s WHERE id = %s",
+                [attempts + 1, version + 1, attempt_id, task_id],
+            )
+            _event(
+                cur,
+                f"task:{task_id}",
+                version + 1,
+                "TaskClaimed",
+                {"task_id": task_id, "job_id": job_id, "index": index, "attempt_id": attempt_id,
+                 "attempt": attempts + 1, "node_id": n["id"],
+                 "lease_expires_at": expires.isoformat(), "price_per_s": n["price"]},
+                f"node:{n['id']}",
+            )  # fmt: skip
+            if job_state == "queued":
+                cur.execute(
+                    "UPDATE jobs_job SET state = 'running' WHERE id = %s AND state = 'queued'",
+                    [job_id],
+                )
+                if cur.rowcount:
+                    cur.execute(
+                        "SELECT MAX(version) FROM ledger_event WHERE stream = %s", [f"job:{job_id}"]
+                    )
+                    v = cur.fetchone()[0] or 0
+                    _event(cur, f"job:{job_id}", v + 1, "JobStarted", {"job_id": job_id}, "system")
+        return attempt_id, token
+
+    def complete(self, attempt_id: int, token: str) -> None:
+        n, now = self.node, datetime.now(UTC)
+        cur = self.conn.cursor()
+        cur.execute(
+            "SELECT a.task_id, t.job_id, t.index, t.version, a.leased_at, j.timeout_s, a.state, "
+            "a.lease_expires_at FROM jobs_attempt a JOIN jobs_task t ON t.id = a.task_id "
+            "JOIN jobs_job j ON j.id = t.job_id WHERE a.id = %s AND a.lease_token = %s "
+            "AND a.node_id = %s LIMIT 1",
+            [attempt_id, token, n["id"]],
+        )
+        task_id, job_id, index, version, leased_at, timeout_s, _, _ = cur.fetchone()
+        cur.execute(
+            "SELECT id, name, sha256 FROM jobs_artifact WHERE attempt_id = %s", [attempt_id]
+        )
+        self.conn.commit()
+        runtime = max(0, int((now - leased_at).total_seconds() * 1000))
+        with self.conn.transaction():
+            cur.execute(
+                "UPDATE jobs_attempt SET state = 'succeeded', finished_at = %s, runtime_ms = %s, "
+                "exit_code = 0, stdout_tail = 'ok', stderr_tail = '', progress = 100 WHERE id = %s "
+                "AND lease_token = %s AND state IN ('leased', 'running') AND lease_expires_at > %s",
+                [now, runtime, attempt_id, token, now],
+            )
+            cur.execute(
+                "UPDATE jobs_task SET state = 'succeeded', finished_at = %s, version = version + 1 "
+                "WHERE current_attempt_id = %s AND id = %s",
+                [now, attempt_id, task_id],
+            )
+            _event(
+                cur, f"task:{task_id}", version + 1, "AttemptSucceeded",
+                {"task_id": task_id, "job_id": job_id, "index": index, "attempt_id": attempt_id,
+                 "node_id": n["id"], "runtime_ms": runtime, "exit_code": 0, "artifacts": []},
+                f"node:{n['id']}",
+            )  # fmt: skip
+            # Settlement.
+            cur.execute(
+                "SELECT t.job_id, j.submitter_id, nd.operator_id, a.price_per_s, j.timeout_s, "
+                "a.leased_at, nd.tier, nd.region, j.kind, a.node_id FROM jobs_attempt a "
+                "JOIN jobs_task t ON t.id = a.task_id JOIN jobs_job j ON j.id = t.job_id "
+                "JOIN nodes_node nd ON nd.id = a.node_id WHERE a.id = %s",
+                [attempt_id],
+            )
+            _, submitter_id, operator_id, price, _, _, _, _, _, _ = cur.fetchone()
+            cur.execute(
+                "SELECT id, balance, owner_id FROM ledger_account WHERE code = %s "
+                "ORDER BY id LIMIT 1 FOR UPDATE",
+                [f"job:{job_id}:held"],
+            )
+            held_id, held_balance, _ = cur.fetchone()
+            key = f"settle:attempt:{attempt_id}"
+            cur.execute("SELECT * FROM ledger_event WHERE idempotency_key = %s LIMIT 1", [key])
+            cur.execute(
+                "SELECT * FROM ledger_pricebook WHERE effective_from <= now() "
+                "ORDER BY effective_from DESC, id DESC LIMIT 1"
+            )
+            book = cur.fetchone()[0]
+            cur.execute(
+                "SELECT id, code FROM ledger_account WHERE code = ANY(%s)",
+                [[f"user:{operator_id}:earnings", "platform:revenue"]],
+            )
+            accounts = {code: i for i, code in cur.fetchall()}
+            cost = min(price * runtime // 1000 + 1, held_balance)
+            fee = cost * 2000 // 10000
+            payload = {
+                "attempt_id": attempt_id, "job_id": job_id, "submitter_id": submitter_id,
+                "operator_id": operator_id, "price_per_s_minor": price, "runtime_ms": runtime,
+                "timeout_ms": timeout_s * 1000, "charge": True, "node_id": n["id"],
+                "billed_ms": runtime, "held_before_minor": held_balance, "cost_minor": cost,
+                "charged_minor": cost, "fee_minor": fee, "operator_minor": cost - fee,
+                "fee_bps": 2000, "book_version": book, "priced_at": now.isoformat(),
+                "tier": n["tier"], "region": n["region"], "job_kind": "script",
+            }  # fmt: skip
+            legs = [
+                (held_id, -cost),
+                (accounts[f"user:{operator_id}:earnings"], cost - fee),
+                (accounts["platform:revenue"], fee),
+            ]
+            payload["postings"] = [[str(a), m, "CRD"] for a, m in legs]
+            ev = _event(cur, key, 1, "AttemptSettled", payload, "system:settlement", key)
+            _entry(cur, ev, "settlement", [leg for leg in legs if leg[1]])
+            # The job's counter, its end, and the release of what is still held.
+            cur.execute(
+                "UPDATE jobs_job SET tasks_succeeded = tasks_succeeded + 1 WHERE id = %s "
+                "RETURNING tasks_succeeded, tasks_failed, tasks_cancelled, slices",
+                [job_id],
+            )
+            succeeded, failed, cancelled, slices = cur.fetchone()
+            if succeeded + failed + cancelled >= slices:
+                cur.execute(
+                    "UPDATE jobs_job SET state = 'succeeded', finished_at = %s WHERE id = %s "
+                    "AND state IN ('queued', 'running')",
+                    [now, job_id],
+                )
+                cur.execute(
+                    "SELECT MAX(version) FROM ledger_event WHERE stream = %s", [f"job:{job_id}"]
+                )
+                v = cur.fetchone()[0] or 0
+                _event(
+                    cur, f"job:{job_id}", v + 1, "JobFinished",
+                    {"job_id": job_id, "state": "succeeded", "succeeded": succeeded, "failed": 0,
+                     "cancelled": 0},
+                    "system",
+                )  # fmt: skip
+                cur.execute("SELECT submitter_id FROM jobs_job WHERE id = %s", [job_id])
+                cur.execute(
+                    "SELECT id, balance FROM ledger_account WHERE code = %s "
+                    "ORDER BY id LIMIT 1 FOR UPDATE",
+                    [f"job:{job_id}:held"],
+                )
+                _, rest = cur.fetchone()
+                cur.execute(
+                    "SELECT id FROM ledger_account WHERE code = %s ORDER BY id LIMIT 1",
+                    [f"user:{submitter_id}:available"],
+                )
+                available = cur.fetchone()[0]
+                if rest:
+                    cur.execute(
+                        "SELECT MAX(version) FROM ledger_event WHERE stream = %s",
+                        [f"hold:job:{job_id}"],
+                    )
+                    v = cur.fetchone()[0] or 0
+                    ev = _event(
+                        cur, f"hold:job:{job_id}", v + 1, "CreditsReleased",
+                        {"job_id": job_id, "submitter_id": submitter_id, "amount_minor": rest,
+                         "postings": [[f"job:{job_id}:held", -rest, "CRD"],
+                                      [f"user:{submitter_id}:available", rest, "CRD"]]},
+                        "system",
+                    )  # fmt: skip
+                    _entry(cur, ev, "release", [(held_id, -rest), (available, rest)])
+        # The node's reliability: its own short transaction, as in the hub.
+        with self.conn.transaction():
+            cur.execute("SELECT * FROM nodes_node WHERE id = %s FOR UPDATE", [n["id"]])
+            cur.execute(
+                "UPDATE nodes_node SET rel_alpha = rel_alpha + 1, reliability = "
+                "(rel_alpha + 1) / (rel_alpha + rel_beta + 1), reliability_at = %s, "
+                "consecutive_failures = 0 WHERE id = %s",
+                [now, n["id"]],
+            )
+        cur.close()
+
+
+def raw_ceiling(dsn: str, nodes: list[dict], seconds: float) -> tuple[int, float]:
+    from jobs.claim import _CLAIM_SQL
+
+    workers = [RawAgent(dsn, node, _CLAIM_SQL) for node in nodes]
+    done = [0] * len(workers)
+    deadline = time.perf_counter() + seconds
+    start = time.perf_counter()
+
+    def loop(i: int) -> None:
+        worker = workers[i]
+        while time.perf_counter() < deadline:
+            lease = worker.claim()
+            if lease is None:
+                return
+            worker.complete(*lease)
+            done[i] += 1
+
+    threads = [threading.Thread(target=loop, args=(i,)) for i in range(len(workers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - start
+    for w in workers:
+        w.conn.close()
+    return sum(done), elapsed
+
+
+def in_process(tasks: int) -> None:
+    """claim + complete through the services in this process, single-threaded: CPU per task,
+    each statement's round trips (Django's execute_wrapper), and a cProfile of the services."""
+    import cProfile
+    import io
+    import pstats
+    import re
+
+    from django.db import connection
+
+    from jobs.attempts import attempt_complete
+    from jobs.claim import task_claim
+    from jobs.node_profile import profile_for
+    from nodes.models import Node
+
+    node = Node.objects.filter(state="online").first()
+    stats: dict[str, list[float]] = {}
+
+    def timed(execute, sql, params, many, context):
+        t0 = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            shape = re.sub(r"\s+", " ", re.sub(r"'[^']*'|\b\d+\b", "?", sql)).strip()[:110]
+            stats.setdefault(shape, []).append(time.perf_counter() - t0)
+
+    def cycle() -> None:
+        lease = task_claim(profile=profile_for(node))
+        attempt_complete(
+            attempt_id=lease.attempt_id, token=lease.lease_token, node_id=node.pk, exit_code=0
+        )
+
+    for _ in range(20):
+        cycle()
+    c0, w0 = time.process_time(), time.perf_counter()
+    with connection.execute_wrapper(timed):
+        for _ in range(tasks):
+            cycle()
+    cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+    count = sum(len(v) for v in stats.values())
+    db = sum(sum(v) for v in stats.values())
+    print(
+        f"\nin process, one thread, {tasks} tasks: {1000 * cpu / tasks:.1f} ms CPU and "
+        f"{1000 * wall / tasks:.1f} ms wall per task; {count / tasks:.1f} statements per task "
+        f"(BEGIN/COMMIT not counted), {1000 * db / tasks:.1f} ms of them in round trips"
+    )
+    for shape, times in sorted(stats.items(), key=lambda kv: -sum(kv[1]))[:14]:
+        print(f"  {1000 * sum(times) / tasks:6.2f} ms/task {len(times) / tasks:4.1f}×  {shape}")
+    profiler = cProfile.Profile(time.process_time)
+    profiler.enable()
+    for _ in range(tasks):
+        cycle()
+    profiler.disable()
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(
+        r"attempts|claim|billing|settlement|services|registry|reliability|jsonschema/validators"
+    )
+    print("cProfile (CPU clock) of the same, the project's functions and jsonschema, cumulative:")
+    print("\n".join("  " + line for line in text.getvalue().splitlines()[6:40] if line.strip()))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--agents", type=int, default=32)
+    parser.add_argument("--seconds", type=float, default=12.0)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--raw-threads", type=int, default=32)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--worker-class", default="gthread", choices=("gthread", "uvicorn"))
+    parser.add_argument("--profile", action="store_true", help="py-spy the workers (next mode)")
+    parser.add_argument("--keep", action="store_true")
+    parser.add_argument(
+        "--in-process",
+        type=int,
+        default=300,
+        help="tasks through the services in process (0: none)",
+    )
+    args = parser.parse_args()
+    common.banner("end-to-end throughput: claim → complete → settle")
+    db = common.create_db("throughput")
+    common.django_setup(db)
+    ops = common.operators(1)
+    nodes, keys = common.seed_nodes(max(args.agents, args.raw_threads), operator_ids=ops)
+    user_id, _ = common.submitter()
+    # Enough for every run at up to ~700 tasks/s, so no run ends on an empty queue.
+    per_run = int(args.seconds * 700)
+    runs = args.repeats * 3
+    t0 = time.perf_counter()
+    seed_jobs(per_run * runs, user_id)
+    took = time.perf_counter() - t0
+    print(f"seeded {per_run * runs} one-slice jobs with held credits in {took:.1f} s")
+    # Every node account the settlement credits exists already (as after a node's first task).
+    from django.db import transaction
+
+    from jobs import billing
+    from ledger.accounts import REVENUE, account_ensure, earnings_code, system_account
+    from ledger.models import AccountKind
+    from nodes.models import Node
+
+    with transaction.atomic():
+        system_account(REVENUE)
+        for op in ops:
+            account_ensure(code=earnings_code(op), kind=AccountKind.EARNINGS, owner_id=op)
+    sample = Node.objects.get(pk=nodes[0])
+    raw_nodes = [
+        {
+            "id": node_id, "vram": sample.gpu_vram_mb, "cores": sample.cpu_cores,
+            "ram": sample.ram_mb, "disk": sample.disk_mb, "gpus": sample.gpu_count,
+            "cc": sample.compute_capability, "region": sample.region, "tier": sample.tier,
+            "price": billing.node_price(sample),
+        }
+        for node_id in nodes[: args.raw_threads]
+    ]  # fmt: skip
+    common.close_django_connections()
+    common.vacuum_analyze(db)
+    if args.in_process:
+        in_process(args.in_process)
+        common.close_django_connections()
+    hub = common.Hub(db, workers=args.workers, threads=args.threads, worker_class=args.worker_class)
+    print(f"hub: {hub.describe()}; {args.agents} agents; raw ceiling: {args.raw_threads} threads")
+    figures: dict[str, list[float]] = {"next": [], "pairs": [], "raw": []}
+    cpu: dict[str, list[tuple[float, float]]] = {"next": [], "pairs": []}
+    profiles = Path(tempfile.mkdtemp(prefix="bench-throughput-"))
+    with hub:
+        common.run(agents(hub.port, keys[: args.agents], 2, "next"))  # warm up
+        for r in range(args.repeats):
+            line = []
+            for mode in ("next", "pairs"):
+                workers = hub.worker_pids()
+                h0, p0 = common.cpu_seconds(workers), common.postgres_cpu_seconds(db)
+                spies = []
+                if args.profile and mode == "next" and r == args.repeats - 1:
+                    spies = common.pyspy_start(workers, int(args.seconds), profiles)
+                start = time.perf_counter()
+                ok, bad = common.run(agents(hub.port, keys[: args.agents], args.seconds, mode))
+                elapsed = time.perf_counter() - start
+                for spy in spies:
+                    spy.wait(timeout=60)
+                h1, p1 = common.cpu_seconds(workers), common.postgres_cpu_seconds(db)
+                figures[mode].append(ok / elapsed)
+                cpu[mode].append((1000 * (h1 - h0) / max(ok, 1), 1000 * (p1 - p0) / max(ok, 1)))
+                line.append(f"{mode} {ok / elapsed:.0f}/s ({bad} refused)")
+            # The ceiling runs while the hub is up but idle, on the same database.
+            done, elapsed = raw_ceiling(common.db_url(db), raw_nodes, args.seconds)
+            figures["raw"].append(done / elapsed)
+            line.append(f"raw SQL {done / elapsed:.0f}/s")
+            print(f"repeat {r + 1}: " + ", ".join(line))
+    rows = []
+    for mode, label in (
+        ("next", "HTTP, complete with want_next (1 request/task)"),
+        ("pairs", "HTTP, claim + complete (2 requests/task)"),
+        ("raw", "raw SQL through psycopg (same statements)"),
+    ):
+        ratio = [a / b for a, b in zip(figures[mode], figures["raw"], strict=True)]
+        hub_ms = f"{statistics.median(c[0] for c in cpu[mode]):.1f}" if mode in cpu else "-"
+        pg_ms = f"{statistics.median(c[1] for c in cpu[mode]):.1f}" if mode in cpu else "-"
+        rows.append([label, common.spread(figures[mode]), common.spread(ratio), hub_ms, pg_ms])
+    print()
+    common.table(
+        rows,
+        ["path", "tasks/s (target ≥ 200)", "÷ raw SQL", "hub CPU ms/task", "PG CPU ms/task"],
+    )
+    if args.profile:
+        print("\nprofile of the workers, want_next mode (inclusive share of samples):")
+        print("\n".join(common.pyspy_summary(profiles, top=60)))
+    if not args.keep:
+        common.drop_db(db)
+
+
+if __name__ == "__main__":
+    main()
