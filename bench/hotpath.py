@@ -104,7 +104,7 @@ def breakdown(key: str, n: int = 500) -> None:
             cursor.fetchone()
 
     cases = {
-        "resolve_agent_key as written (select_related, .first())": lambda: resolve_agent_key(key),
+        "resolve_agent_key as it stands": lambda: resolve_agent_key(key),
         "same filter, .only(the columns the hot path reads)": lambda: (
             Node.objects.filter(
                 agent_key_hash=hashed, key_revoked_at__isnull=True, operator__is_active=True

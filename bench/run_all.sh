@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run every benchmark in turn (about 20 minutes on the 2-core machine) and keep each one's output
+# Run every benchmark in turn (about 25 minutes on the 2-core machine) and keep each one's output
 # under var/bench-results/. Needs PostgreSQL at 127.0.0.1:5432 (user postgres, trust) and Redis
 # at 127.0.0.1:6379; see bench/README.md. Pass --quick for small sizes (about 6 minutes).
 set -euo pipefail
@@ -9,18 +9,18 @@ OUT=var/bench-results
 mkdir -p "$OUT"
 if [[ "${1:-}" == "--quick" ]]; then
   HOT=(--rounds 2 --seconds 4)
-  THR=(--repeats 2 --seconds 6)
+  THR=(--repeats 2 --seconds 6 --in-process 100)
   DIS=(--jobs 100)
   SCA=(--max-tasks 100000 --max-nodes 10000 --samples 100)
   FLE=(--steps 1000,2500,5000 --interval 10 --silent 10000 --reaps 1)
   LED=(--samples 100 --events 100000 --cashouts 10000)
 else
-  HOT=(--profile)
+  HOT=(--profile --breakdown)
   THR=(--profile)
   DIS=()
   SCA=()
-  FLE=()
-  LED=()
+  FLE=(--reaper-profile)
+  LED=(--profile)
 fi
 run() {
   local name=$1
