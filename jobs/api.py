@@ -151,11 +151,12 @@ class JobLogsApi(generics.ListAPIView):
         job = _own_job(self.request, self.kwargs["job_id"])
         chunks = LogChunk.objects.filter(attempt__task__job=job)
         if attempt := self.request.query_params.get("attempt"):
-            if not attempt.isdigit():
+            if not (attempt.isascii() and attempt.isdigit()):
                 return LogChunk.objects.none()
             chunks = chunks.filter(attempt_id=int(attempt))
         if stream := self.request.query_params.get("stream"):
-            chunks = chunks.filter(stream=stream)
+            known = stream in ("stdout", "stderr")  # anything else (a NUL byte) matches nothing
+            chunks = chunks.filter(stream=stream) if known else LogChunk.objects.none()
         return chunks
 
 
