@@ -87,6 +87,23 @@ def _cas(fenced: Fenced, token: str, **changes: Any) -> None:
         raise StaleLease("the lease ended while this report was being recorded")
 
 
+def _task_event(fenced: Fenced, type: str, actor: str, **fields: Any) -> None:
+    """Append to the task's stream at the version read before the compare-and-set."""
+    event_append(
+        stream=f"task:{fenced.task_id}",
+        type=type,
+        actor=actor,
+        expected_version=fenced.task_version,
+        payload={
+            "task_id": fenced.task_id,
+            "job_id": fenced.job_id,
+            "index": fenced.index,
+            "attempt_id": fenced.attempt_id,
+            **fields,
+        },
+    )
+
+
 def _runtime_ms(fenced: Fenced, now: datetime) -> int:
     """Server-measured: from the lease's start to now, never more than the job's timeout."""
     elapsed = int((now - fenced.leased_at).total_seconds() * 1000)
@@ -110,18 +127,7 @@ def attempt_progress(
             Task.objects.filter(pk=fenced.task_id, current_attempt_id=attempt_id).update(
                 state=TaskState.RUNNING, version=F("version") + 1
             )
-            event_append(
-                stream=f"task:{fenced.task_id}",
-                type="TaskStarted",
-                actor=f"node:{node_id}",
-                expected_version=fenced.task_version,
-                payload={
-                    "task_id": fenced.task_id,
-                    "job_id": fenced.job_id,
-                    "index": fenced.index,
-                    "attempt_id": attempt_id,
-                },
-            )
+            _task_event(fenced, "TaskStarted", f"node:{node_id}")
         else:
             _cas(fenced, token, progress=progress, message=message[:200])
 
@@ -233,24 +239,17 @@ def attempt_complete(
             progress=100,
         )
         _finish_task(fenced, TaskState.SUCCEEDED, now)
-        event_append(
-            stream=f"task:{fenced.task_id}",
-            type="AttemptSucceeded",
-            actor=f"node:{node_id}",
-            expected_version=fenced.task_version,
-            payload={
-                "task_id": fenced.task_id,
-                "job_id": fenced.job_id,
-                "index": fenced.index,
-                "attempt_id": attempt_id,
-                "node_id": node_id,
-                "runtime_ms": runtime,
-                "exit_code": exit_code,
-                "artifacts": sorted(
-                    [{"name": a.name, "sha256": a.sha256} for a in uploaded.values()],
-                    key=lambda a: a["name"],
-                ),
-            },
+        _task_event(
+            fenced,
+            "AttemptSucceeded",
+            f"node:{node_id}",
+            node_id=node_id,
+            runtime_ms=runtime,
+            exit_code=exit_code,
+            artifacts=sorted(
+                [{"name": a.name, "sha256": a.sha256} for a in uploaded.values()],
+                key=lambda a: a["name"],
+            ),
         )
         charged = billing.settle(attempt_id=attempt_id, runtime_ms=runtime, charge=True)
         job_state = job_count_finished(fenced.job_id, "tasks_succeeded", now)
@@ -302,23 +301,16 @@ def attempt_fail(
             _requeue_task(fenced.task_id, node_id, now)
         else:
             _finish_task(fenced, task_state, now)
-        event_append(
-            stream=f"task:{fenced.task_id}",
-            type="AttemptFailed",
-            actor=f"node:{node_id}",
-            expected_version=fenced.task_version,
-            payload={
-                "task_id": fenced.task_id,
-                "job_id": fenced.job_id,
-                "index": fenced.index,
-                "attempt_id": attempt_id,
-                "node_id": node_id,
-                "runtime_ms": runtime,
-                "failure_class": failure_class,
-                "exit_code": exit_code,
-                "detail": detail[:500],
-                "outcome": outcome,
-            },
+        _task_event(
+            fenced,
+            "AttemptFailed",
+            f"node:{node_id}",
+            node_id=node_id,
+            runtime_ms=runtime,
+            failure_class=failure_class,
+            exit_code=exit_code,
+            detail=detail[:500],
+            outcome=outcome,
         )
         charge = failure_class != FailureClass.INFRA
         charged = billing.settle(attempt_id=attempt_id, runtime_ms=runtime, charge=charge)
