@@ -2,6 +2,7 @@
 only on attempts leased to their own node (request.auth is the node)."""
 
 import time
+from datetime import UTC
 
 from django.db import connection
 from django.db.models import Prefetch
@@ -9,6 +10,7 @@ from django.http import FileResponse
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, status
+from rest_framework.exceptions import ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -42,11 +44,23 @@ from nodes.auth import IsAgent
 # --- submitters ---------------------------------------------------------------------------------
 
 
+class UtcDateTimeFilter(filters.IsoDateTimeFilter):
+    """Compared in UTC: PostgreSQL refuses offsets past ±15:59 that ISO 8601 allows."""
+
+    def filter(self, qs, value):
+        if value is not None and value.tzinfo is not None:
+            try:
+                value = value.astimezone(UTC)
+            except OverflowError:
+                raise ValidationError({self.field_name: ["out of range"]}) from None
+        return super().filter(qs, value)
+
+
 class JobFilter(filters.FilterSet):
     state = filters.CharFilter()
     kind = filters.CharFilter()
-    created_after = filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
-    created_before = filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+    created_after = UtcDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    created_before = UtcDateTimeFilter(field_name="created_at", lookup_expr="lt")
 
     class Meta:
         model = Job

@@ -8,7 +8,7 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, status
-from rest_framework.exceptions import ParseError, PermissionDenied
+from rest_framework.exceptions import ParseError, PermissionDenied, ValidationError
 from rest_framework.permissions import AllowAny
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
@@ -125,7 +125,7 @@ class PaymentWebhookApi(APIView):
         webhook_verify(body, request.headers.get(SIGNATURE_HEADER))
         try:
             payload = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             raise ParseError("the body is not JSON") from None
         data = PaymentIn(data=payload if isinstance(payload, dict) else {})
         data.is_valid(raise_exception=True)
@@ -253,6 +253,9 @@ class CashoutListCreateApi(generics.ListAPIView):
     def post(self, request: Request) -> Response:
         if "operator" not in acting_roles(request):
             raise PermissionDenied("Only an operator's key can ask for a cashout.")
+        header_key = request.headers.get("Idempotency-Key")
+        if header_key is not None and not 1 <= len(header_key) <= 100:
+            raise ValidationError({"Idempotency-Key": ["1-100 characters"]})
         data = CashoutIn(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data

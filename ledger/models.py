@@ -54,13 +54,13 @@ class Event(AppendOnlyModel):
     """One fact. (stream, version) is unique: two writers at one version, exactly one wins."""
 
     id = models.BigAutoField(primary_key=True)
-    stream = models.CharField(max_length=128)
+    stream = models.CharField(max_length=255)
     version = models.PositiveIntegerField()
     type = models.CharField(max_length=64)
     schema_version = models.PositiveSmallIntegerField(default=1)
     payload = models.JSONField()
     actor = models.CharField(max_length=128)
-    idempotency_key = models.CharField(max_length=200, null=True, blank=True, unique=True)
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True, unique=True)
     # sha256 of the canonical (stream, type, payload): tells a replay from a conflicting reuse.
     fingerprint = models.CharField(max_length=64)
     # The writing transaction's id, set by a trigger on PostgreSQL (NULL on SQLite). The sealer

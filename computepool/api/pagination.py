@@ -1,3 +1,4 @@
+from rest_framework.exceptions import NotFound
 from rest_framework.pagination import CursorPagination
 
 
@@ -7,3 +8,14 @@ class DefaultPagination(CursorPagination):
     ordering = "-id"
     page_size_query_param = "page_size"
     max_page_size = 200
+
+    def decode_cursor(self, request):
+        cursor = super().decode_cursor(request)
+        # Positions are ids: a forged cursor with anything else is refused, not passed to SQL.
+        if (
+            cursor is not None
+            and cursor.position is not None
+            and not (cursor.position.isascii() and cursor.position.isdigit())
+        ):
+            raise NotFound(self.invalid_cursor_message)
+        return cursor
