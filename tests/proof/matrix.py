@@ -1,0 +1,178 @@
+"""Who may call what: the access matrix as data, the one source for the test and the docs.
+
+Each row is an endpoint; each column an actor; each cell `ok` (2xx) or the status a refused
+caller gets. `tests/proof/test_access_matrix.py` calls every cell against a live world and
+checks that every endpoint the URL resolver knows has a row; docs/security.md carries the same
+table, rendered by `render_markdown()`:
+
+    .venv/bin/python -m tests.proof.matrix   # prints the table for docs/security.md
+"""
+
+import re
+
+ACTORS = (
+    "anonymous",
+    "owner",
+    "other_submitter",
+    "other_operator",
+    "other_agent",
+    "finance",
+    "admin",
+)
+HEADINGS = {
+    "anonymous": "anonymous",
+    "owner": "owner",
+    "other_submitter": "another submitter",
+    "other_operator": "another operator",
+    "other_agent": "another node's agent",
+    "finance": "finance",
+    "admin": "admin",
+}
+# Who "owner" is, per row: the principal whose object it is, or the endpoint's natural caller.
+OWNERS = {
+    "self": "the caller (alice's submitter key)",
+    "submitter": "alice (submitter key): her job, its logs and artifacts",
+    "operator": "bob (operator key): his node",
+    "cashout": "bob (operator key): his cashout",
+    "agent": "bob's node (agent key), holding the lease",
+    "provider": "the payment provider (a valid signature)",
+    "public": "anyone",
+    "finance": "alice (submitter key): no object; finance acts",
+}
+
+# endpoint -> (owner, the cells in ACTORS order). 401: not authenticated; 403: the credential's
+# role may not call it; 404: the object is someone else's (answered exactly like a missing one);
+# 409: an agent endpoint given an attempt that is not leased to the calling node (answered
+# exactly like a missing attempt or a stale token).
+MATRIX: dict[str, tuple[str, str]] = {
+    # people
+    "GET /api/v1/me": ("self", "401 ok ok ok 403 ok ok"),
+    "GET /api/v1/keys/": ("self", "401 ok ok ok 403 ok ok"),
+    "POST /api/v1/keys/": ("self", "401 ok ok ok 403 ok ok"),
+    "POST /api/v1/keys/{key_id}/revoke": ("self", "401 ok 404 404 403 404 404"),
+    # nodes, as their operator sees them
+    "GET /api/v1/nodes/": ("operator", "401 ok 403 ok 403 403 403"),
+    "POST /api/v1/nodes/": ("operator", "401 ok 403 ok 403 403 403"),
+    "GET /api/v1/nodes/{node_id}": ("operator", "401 ok 403 404 403 403 403"),
+    "PATCH /api/v1/nodes/{node_id}": ("operator", "401 ok 403 404 403 403 403"),
+    "POST /api/v1/nodes/{node_id}/retire": ("operator", "401 ok 403 404 403 403 403"),
+    "GET /api/v1/nodes/{node_id}/history": ("operator", "401 ok 403 404 403 403 403"),
+    # the agent's side: a node acts only as itself
+    "GET /api/v1/agent/me": ("agent", "401 ok 403 403 ok 403 403"),
+    "POST /api/v1/agent/heartbeat": ("agent", "401 ok 403 403 ok 403 403"),
+    "POST /api/v1/agent/claim": ("agent", "401 ok 403 403 ok 403 403"),
+    "POST /api/v1/agent/attempts/{attempt_id}/progress": ("agent", "401 ok 403 403 409 403 403"),
+    "POST /api/v1/agent/attempts/{attempt_id}/log": ("agent", "401 ok 403 403 409 403 403"),
+    "POST /api/v1/agent/attempts/{attempt_id}/artifacts": (
+        "agent",
+        "401 ok 403 403 409 403 403",
+    ),
+    "POST /api/v1/agent/attempts/{attempt_id}/complete": ("agent", "401 ok 403 403 409 403 403"),
+    "POST /api/v1/agent/attempts/{attempt_id}/fail": ("agent", "401 ok 403 403 409 403 403"),
+    # jobs, as their submitter sees them
+    "GET /api/v1/jobs/": ("submitter", "401 ok ok 403 403 403 403"),
+    "POST /api/v1/jobs/": ("submitter", "401 ok ok 403 403 403 403"),
+    "GET /api/v1/jobs/{job_id}": ("submitter", "401 ok 404 403 403 403 403"),
+    "POST /api/v1/jobs/{job_id}/cancel": ("submitter", "401 ok 404 403 403 403 403"),
+    "GET /api/v1/jobs/{job_id}/logs": ("submitter", "401 ok 404 403 403 403 403"),
+    "GET /api/v1/jobs/{job_id}/timeline": ("submitter", "401 ok 404 403 403 403 403"),
+    "GET /api/v1/artifacts/{artifact_id}/download": ("submitter", "401 ok 404 403 403 403 403"),
+    # credits
+    "POST /api/v1/credits/grants": ("finance", "401 403 403 403 403 ok ok"),
+    "POST /api/v1/credits/webhook": ("provider", "401 ok 401 401 401 401 401"),
+    "GET /api/v1/credits/me": ("self", "401 ok ok ok 403 ok ok"),
+    "GET /api/v1/quote": ("self", "401 ok ok ok 403 ok ok"),
+    "GET /api/v1/statements/me": ("self", "401 ok ok ok 403 ok ok"),
+    # cashouts: the operator's own, every one for finance
+    "GET /api/v1/cashouts/": ("cashout", "401 ok 403 ok 403 ok ok"),
+    "POST /api/v1/cashouts/": ("cashout", "401 ok 403 ok 403 403 403"),
+    "GET /api/v1/cashouts/{cashout_id}": ("cashout", "401 ok 403 404 403 ok ok"),
+    "POST /api/v1/cashouts/{cashout_id}/approve": ("cashout", "401 403 403 403 403 ok ok"),
+    "POST /api/v1/cashouts/{cashout_id}/reject": ("cashout", "401 403 403 403 403 ok ok"),
+    "POST /api/v1/cashouts/{cashout_id}/paid": ("cashout", "401 403 403 403 403 ok ok"),
+    # finance exports
+    "GET /api/v1/exports/": ("finance", "401 403 403 403 403 ok ok"),
+    "POST /api/v1/exports/": ("finance", "401 403 403 403 403 ok ok"),
+    "GET /api/v1/exports/{export_id}": ("finance", "401 403 403 403 403 ok ok"),
+    "GET /api/v1/exports/{export_id}/download": ("finance", "401 403 403 403 403 ok ok"),
+    # public by design
+    "GET /api/v1/schema": ("public", "ok ok ok ok ok ok ok"),
+    "GET /api/v1/docs": ("public", "ok ok ok ok ok ok ok"),
+    "GET /healthz": ("public", "ok ok ok ok ok ok ok"),
+    "GET /metrics": ("public", "ok ok ok ok ok ok ok"),
+}
+
+# Lists that some actors may read: who sees the world owner's object in them (everyone else
+# who is allowed sees only their own rows).
+LIST_SEES_OWNERS_OBJECT = {
+    "GET /api/v1/keys/": {"owner"},
+    "GET /api/v1/nodes/": {"owner"},
+    "GET /api/v1/jobs/": {"owner"},
+    "GET /api/v1/cashouts/": {"owner", "finance", "admin"},
+}
+
+# Routes the matrix leaves out, with the reason.
+EXCLUDED_PREFIXES = {
+    "/admin/": "Django admin: session login of a staff user only; API keys never reach it "
+    "(checked by test_the_admin_site_takes_no_api_key)",
+    "/api-auth/": "DRF's browsable-API login and logout pages",
+}
+EXCLUDED_PATHS = {"/": "a redirect to /admin/, whatever the method"}
+
+
+def expected(endpoint: str) -> dict[str, str]:
+    _, cells = MATRIX[endpoint]
+    values = cells.split()
+    assert len(values) == len(ACTORS), endpoint
+    return dict(zip(ACTORS, values, strict=True))
+
+
+def _route(pattern) -> str:
+    text = str(pattern)
+    if text.startswith("^") or text.endswith("$"):
+        text = text.removeprefix("^").removesuffix("$").replace("/?", "")
+        return re.sub(r"\(\?P<(\w+)>[^)]*\)", r"{\1}", text)
+    return re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", text)
+
+
+_METHODS = ("get", "post", "put", "patch", "delete")
+
+
+def resolver_endpoints() -> set[str]:
+    """Every (method, route) the URL configuration serves, as "METHOD /path/{param}"."""
+    from django.urls import URLResolver, get_resolver
+
+    found: set[str] = set()
+
+    def walk(patterns, prefix: str) -> None:
+        for entry in patterns:
+            route = prefix + _route(entry.pattern)
+            if isinstance(entry, URLResolver):
+                walk(entry.url_patterns, route)
+                continue
+            path = "/" + route
+            if path in EXCLUDED_PATHS or any(path.startswith(p) for p in EXCLUDED_PREFIXES):
+                continue
+            view = getattr(entry.callback, "view_class", None) or getattr(
+                entry.callback, "cls", None
+            )
+            # A plain function view (healthz, metrics) answers GET only.
+            methods = ["GET"] if view is None else [m.upper() for m in _METHODS if hasattr(view, m)]
+            found.update(f"{method} {path}" for method in methods)
+
+    walk(get_resolver().url_patterns, "")
+    return found
+
+
+def render_markdown() -> str:
+    head = ["endpoint", "owner is", *(HEADINGS[a] for a in ACTORS)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for endpoint, (owner, _) in MATRIX.items():
+        cells = expected(endpoint)
+        shown = ["allowed" if cells[a] == "ok" else f"denied ({cells[a]})" for a in ACTORS]
+        lines.append(f"| `{endpoint}` | {OWNERS[owner]} | " + " | ".join(shown) + " |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(render_markdown())

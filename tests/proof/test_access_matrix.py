@@ -1,0 +1,369 @@
+"""Every endpoint × every kind of caller: only the intended actors get through.
+
+The expected table is data (tests/proof/matrix.py); this file calls each cell against a world
+with one of everything (tests/proof/conftest.py), each call in a savepoint that is rolled back,
+so a cancel or a retire by one actor never changes what the next one sees. A new endpoint
+without a row fails `test_every_served_endpoint_has_a_row`; docs/security.md must carry the
+same table.
+"""
+
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import transaction
+from django.utils import timezone
+
+from tests.jobs.conftest import job_body
+from tests.nodes.conftest import capabilities
+from tests.proof import matrix
+from tests.proof.conftest import UPI, World, min_cashout_minor, signed
+
+pytestmark = pytest.mark.django_db
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "security.md"
+
+# Which principal plays each actor; "owner" depends on the row (matrix.MATRIX's first field).
+PLAYS = {
+    "anonymous": "anonymous",
+    "other_submitter": "mallory_submitter",
+    "other_operator": "mallory_operator",
+    "other_agent": "mallory_agent",
+    "finance": "carol",
+    "admin": "dave",
+}
+OWNER_PLAYS = {
+    "self": "alice",
+    "submitter": "alice",
+    "operator": "bob",
+    "cashout": "bob",
+    "agent": "bob_agent",
+    "provider": "anonymous",  # signed by the provider's secret: see _webhook
+    "public": "anonymous",
+    "finance": "alice",
+}
+ROLE_OF = {
+    "alice": "submitter",
+    "bob": "operator",
+    "mallory_submitter": "submitter",
+    "mallory_operator": "operator",
+    "carol": "finance",
+    "dave": "admin",
+}
+
+
+@dataclass
+class Call:
+    method: str
+    path: str
+    data: Any = None
+    format: str = "json"
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def _iso(when) -> str:
+    return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _period() -> str:
+    now = timezone.now()
+    return f"from={_iso(now - timedelta(days=1))}&to={_iso(now + timedelta(days=1))}"
+
+
+def _lease(w: World, **body: Any) -> dict[str, Any]:
+    return {"lease_token": w.lease_token, **body}
+
+
+def _webhook(w: World, principal: str, owner: bool) -> Call:
+    body = json.dumps(
+        {
+            "id": f"pay-{principal}",
+            "type": "payment.succeeded",
+            "user_id": w.users["alice"].pk,
+            "amount_paise": 1000,
+            "currency": "INR",
+        }
+    ).encode()
+    headers = {"HTTP_X_PAYMENT_SIGNATURE": signed(body)} if owner else {}
+    return Call("post", "/api/v1/credits/webhook", body, "raw", headers)
+
+
+def _artifact(w: World) -> Call:
+    data = b"second output\n"
+    return Call(
+        "post",
+        f"/api/v1/agent/attempts/{w.attempt_id}/artifacts",
+        _lease(
+            w,
+            name="second.txt",
+            sha256=hashlib.sha256(data).hexdigest(),
+            file=SimpleUploadedFile("second.txt", data),
+        ),
+        "multipart",
+    )
+
+
+Builder = Callable[[World, str, bool], Call]
+A = "/api/v1/agent/attempts/{}/"
+
+REQUESTS: dict[str, Builder] = {
+    "GET /api/v1/me": lambda w, p, o: Call("get", "/api/v1/me"),
+    "GET /api/v1/keys/": lambda w, p, o: Call("get", "/api/v1/keys/"),
+    "POST /api/v1/keys/": lambda w, p, o: Call(
+        "post", "/api/v1/keys/", {"role": ROLE_OF.get(p, "submitter"), "name": "matrix"}
+    ),
+    "POST /api/v1/keys/{key_id}/revoke": lambda w, p, o: Call(
+        "post", f"/api/v1/keys/{w.spare_key.pk}/revoke"
+    ),
+    "GET /api/v1/nodes/": lambda w, p, o: Call("get", "/api/v1/nodes/"),
+    "POST /api/v1/nodes/": lambda w, p, o: Call(
+        "post",
+        "/api/v1/nodes/",
+        {"name": "matrix-rig", "region": "IN", "capabilities": capabilities()},
+    ),
+    "GET /api/v1/nodes/{node_id}": lambda w, p, o: Call("get", f"/api/v1/nodes/{w.node.pk}"),
+    "PATCH /api/v1/nodes/{node_id}": lambda w, p, o: Call(
+        "patch", f"/api/v1/nodes/{w.node.pk}", {"name": "renamed"}
+    ),
+    "POST /api/v1/nodes/{node_id}/retire": lambda w, p, o: Call(
+        "post", f"/api/v1/nodes/{w.node.pk}/retire"
+    ),
+    "GET /api/v1/nodes/{node_id}/history": lambda w, p, o: Call(
+        "get", f"/api/v1/nodes/{w.node.pk}/history"
+    ),
+    "GET /api/v1/agent/me": lambda w, p, o: Call("get", "/api/v1/agent/me"),
+    "POST /api/v1/agent/heartbeat": lambda w, p, o: Call(
+        "post", "/api/v1/agent/heartbeat", {"status": "available"}
+    ),
+    "POST /api/v1/agent/claim": lambda w, p, o: Call("post", "/api/v1/agent/claim", {"wait": 0}),
+    # Another node's agent presents the right token too: a stolen token is worth nothing.
+    "POST /api/v1/agent/attempts/{attempt_id}/progress": lambda w, p, o: Call(
+        "post", A.format(w.attempt_id) + "progress", _lease(w, progress=10)
+    ),
+    "POST /api/v1/agent/attempts/{attempt_id}/log": lambda w, p, o: Call(
+        "post", A.format(w.attempt_id) + "log", _lease(w, stream="stdout", seq=7, data="x\n")
+    ),
+    "POST /api/v1/agent/attempts/{attempt_id}/artifacts": lambda w, p, o: _artifact(w),
+    "POST /api/v1/agent/attempts/{attempt_id}/complete": lambda w, p, o: Call(
+        "post", A.format(w.attempt_id) + "complete", _lease(w, exit_code=0)
+    ),
+    "POST /api/v1/agent/attempts/{attempt_id}/fail": lambda w, p, o: Call(
+        "post", A.format(w.attempt_id) + "fail", _lease(w, failure_class="job")
+    ),
+    "GET /api/v1/jobs/": lambda w, p, o: Call("get", "/api/v1/jobs/"),
+    "POST /api/v1/jobs/": lambda w, p, o: Call("post", "/api/v1/jobs/", job_body()),
+    "GET /api/v1/jobs/{job_id}": lambda w, p, o: Call("get", f"/api/v1/jobs/{w.job.pk}"),
+    "POST /api/v1/jobs/{job_id}/cancel": lambda w, p, o: Call(
+        "post", f"/api/v1/jobs/{w.job.pk}/cancel"
+    ),
+    "GET /api/v1/jobs/{job_id}/logs": lambda w, p, o: Call("get", f"/api/v1/jobs/{w.job.pk}/logs"),
+    "GET /api/v1/jobs/{job_id}/timeline": lambda w, p, o: Call(
+        "get", f"/api/v1/jobs/{w.job.pk}/timeline"
+    ),
+    "GET /api/v1/artifacts/{artifact_id}/download": lambda w, p, o: Call(
+        "get", f"/api/v1/artifacts/{w.artifact_id}/download"
+    ),
+    "POST /api/v1/credits/grants": lambda w, p, o: Call(
+        "post",
+        "/api/v1/credits/grants",
+        {"user_id": w.users["alice"].pk, "amount_minor": 100, "idempotency_key": f"matrix-{p}"},
+    ),
+    "POST /api/v1/credits/webhook": _webhook,
+    "GET /api/v1/credits/me": lambda w, p, o: Call("get", "/api/v1/credits/me"),
+    "GET /api/v1/quote": lambda w, p, o: Call(
+        "get", "/api/v1/quote?tier=rtx-4090&region=IN&ceiling_per_s_minor=500&timeout_s=60"
+    ),
+    "GET /api/v1/statements/me": lambda w, p, o: Call("get", f"/api/v1/statements/me?{_period()}"),
+    "GET /api/v1/cashouts/": lambda w, p, o: Call("get", "/api/v1/cashouts/"),
+    "POST /api/v1/cashouts/": lambda w, p, o: Call(
+        "post", "/api/v1/cashouts/", {"amount_minor": min_cashout_minor(), "payout_details": UPI}
+    ),
+    "GET /api/v1/cashouts/{cashout_id}": lambda w, p, o: Call(
+        "get", f"/api/v1/cashouts/{w.cashout_requested.pk}"
+    ),
+    "POST /api/v1/cashouts/{cashout_id}/approve": lambda w, p, o: Call(
+        "post", f"/api/v1/cashouts/{w.cashout_requested.pk}/approve"
+    ),
+    "POST /api/v1/cashouts/{cashout_id}/reject": lambda w, p, o: Call(
+        "post", f"/api/v1/cashouts/{w.cashout_requested.pk}/reject", {"reason": "not this one"}
+    ),
+    "POST /api/v1/cashouts/{cashout_id}/paid": lambda w, p, o: Call(
+        "post", f"/api/v1/cashouts/{w.cashout_approved.pk}/paid", {"payout_reference": "UTR-1"}
+    ),
+    "GET /api/v1/exports/": lambda w, p, o: Call("get", "/api/v1/exports/"),
+    "POST /api/v1/exports/": lambda w, p, o: Call(
+        "post",
+        "/api/v1/exports/",
+        {
+            "from": _iso(timezone.now() - timedelta(days=1)),
+            "to": _iso(timezone.now() + timedelta(days=1)),
+        },
+    ),
+    "GET /api/v1/exports/{export_id}": lambda w, p, o: Call(
+        "get", f"/api/v1/exports/{w.export.pk}"
+    ),
+    "GET /api/v1/exports/{export_id}/download": lambda w, p, o: Call(
+        "get", f"/api/v1/exports/{w.export.pk}/download"
+    ),
+    "GET /api/v1/schema": lambda w, p, o: Call("get", "/api/v1/schema"),
+    "GET /api/v1/docs": lambda w, p, o: Call("get", "/api/v1/docs"),
+    "GET /healthz": lambda w, p, o: Call("get", "/healthz"),
+    "GET /metrics": lambda w, p, o: Call("get", "/metrics"),
+}
+
+OWNED_OBJECT = {
+    "GET /api/v1/keys/": lambda w: w.spare_key.pk,
+    "GET /api/v1/nodes/": lambda w: w.node.pk,
+    "GET /api/v1/jobs/": lambda w: w.job.pk,
+    "GET /api/v1/cashouts/": lambda w: w.cashout_requested.pk,
+}
+
+
+def send(w: World, principal: str, call: Call):
+    client = w.clients[principal]
+    method = getattr(client, call.method)
+    if call.format == "raw":
+        return method(call.path, call.data, content_type="application/json", **call.headers)
+    if call.data is None:
+        return method(call.path, **call.headers)
+    if call.method == "get":
+        return method(call.path, call.data, **call.headers)
+    return method(call.path, call.data, format=call.format, **call.headers)
+
+
+def test_every_served_endpoint_has_a_row_and_a_request():
+    served = matrix.resolver_endpoints()
+    assert served - set(matrix.MATRIX) == set(), "endpoints without a row in tests/proof/matrix.py"
+    assert set(matrix.MATRIX) - served == set(), "rows for endpoints that are no longer served"
+    assert set(REQUESTS) == set(matrix.MATRIX)
+
+
+def test_every_endpoint_in_the_openapi_schema_has_a_row(client):
+    paths = client.get("/api/v1/schema?format=json").json()["paths"]
+    documented = {
+        f"{method.upper()} {path.rstrip('/') if '{' in path.split('/')[-2] else path}"
+        for path, ops in paths.items()
+        for method in ops
+        if method in ("get", "post", "put", "patch", "delete")
+    }
+    assert documented <= set(matrix.MATRIX), documented - set(matrix.MATRIX)
+
+
+def test_the_security_doc_carries_the_same_table():
+    text = DOC.read_text()
+    block = re.search(
+        r"<!-- access-matrix:start -->\n(.*?)\n<!-- access-matrix:end -->", text, re.DOTALL
+    )
+    assert block, "docs/security.md lost its access-matrix markers"
+    assert block.group(1).strip() == matrix.render_markdown(), (
+        "docs/security.md's table differs from tests/proof/matrix.py: regenerate it with "
+        "`.venv/bin/python -m tests.proof.matrix`"
+    )
+
+
+@pytest.mark.parametrize("endpoint", list(matrix.MATRIX))
+def test_only_the_intended_actors_get_through(endpoint, world):
+    owner_kind, _ = matrix.MATRIX[endpoint]
+    wrong: list[str] = []
+    for actor, want in matrix.expected(endpoint).items():
+        principal = OWNER_PLAYS[owner_kind] if actor == "owner" else PLAYS[actor]
+        call = REQUESTS[endpoint](world, principal, actor == "owner")
+        with transaction.atomic():
+            response = send(world, principal, call)
+            transaction.set_rollback(True)
+        got = response.status_code
+        assert got < 500, f"{endpoint} as {actor}: {got} {response.content[:300]!r}"
+        if want == "ok":
+            if not 200 <= got < 300:
+                wrong.append(f"{actor}: wanted 2xx, got {got} {response.content[:200]!r}")
+                continue
+            if endpoint in OWNED_OBJECT:
+                ids = [row["id"] for row in response.json()["results"]]
+                sees = OWNED_OBJECT[endpoint](world) in ids
+                if sees != (actor in matrix.LIST_SEES_OWNERS_OBJECT[endpoint]):
+                    wrong.append(f"{actor}: sees the owner's object: {sees}")
+        elif got != int(want):
+            wrong.append(f"{actor}: wanted {want}, got {got} {response.content[:200]!r}")
+    assert not wrong, f"{endpoint}:\n  " + "\n  ".join(wrong)
+
+
+def test_an_agent_acts_only_as_its_own_node(world):
+    for principal, node in (("bob_agent", world.node), ("mallory_agent", world.other_node)):
+        assert world.clients[principal].get("/api/v1/agent/me").json()["id"] == node.pk
+
+
+def test_a_foreign_object_is_answered_like_a_missing_one(world):
+    """404 for another's object and for no object at all, with the same body: ids leak nothing."""
+    pairs = [
+        ("mallory_submitter", f"/api/v1/jobs/{world.job.pk}", "/api/v1/jobs/999999999"),
+        (
+            "mallory_submitter",
+            f"/api/v1/artifacts/{world.artifact_id}/download",
+            "/api/v1/artifacts/999999999/download",
+        ),
+        ("mallory_operator", f"/api/v1/nodes/{world.node.pk}", "/api/v1/nodes/999999999"),
+        (
+            "mallory_operator",
+            f"/api/v1/cashouts/{world.cashout_requested.pk}",
+            "/api/v1/cashouts/999999999",
+        ),
+    ]
+    for principal, foreign, missing in pairs:
+        client = world.clients[principal]
+        a, b = client.get(foreign), client.get(missing)
+        assert (a.status_code, a.json()) == (b.status_code, b.json()) == (404, a.json())
+    agent = world.clients["mallory_agent"]
+    progress = {"lease_token": world.lease_token, "progress": 5}
+    a = agent.post(f"/api/v1/agent/attempts/{world.attempt_id}/progress", progress, format="json")
+    b = agent.post("/api/v1/agent/attempts/999999999/progress", progress, format="json")
+    assert a.status_code == b.status_code == 409
+    assert a.json()["error"] == b.json()["error"] == "stale_lease"
+
+
+def test_dead_credentials_are_refused(world):
+    from django.contrib.auth import get_user_model
+
+    from nodes.models import Node
+    from nodes.services import node_retire
+    from people.services import api_key_revoke
+
+    for key in world.users["alice"].api_keys.all():
+        api_key_revoke(key=key, actor="test")
+    assert world.clients["alice"].get("/api/v1/me").status_code == 401
+    node_retire(node=Node.objects.get(pk=world.node.pk), actor="test")
+    assert world.clients["bob_agent"].get("/api/v1/agent/me").status_code == 401
+    get_user_model().objects.filter(pk=world.users["mallory"].pk).update(is_active=False)
+    assert world.clients["mallory_submitter"].get("/api/v1/me").status_code == 401
+    assert world.clients["mallory_agent"].get("/api/v1/agent/me").status_code == 401
+    anonymous = world.clients["anonymous"]
+    for header in (
+        "Bearer",
+        "Bearer a b",
+        "Bearer cpk_forged",
+        "Bearer cpa_forged",
+        "Bearer \u00e9",
+    ):
+        assert anonymous.get("/api/v1/me", HTTP_AUTHORIZATION=header).status_code == 401, header
+    assert anonymous.get("/api/v1/me", HTTP_AUTHORIZATION="Basic eDp5").status_code == 401
+
+
+def test_the_public_endpoints_show_no_identities(world):
+    secrets = [u.username for u in world.users.values()]
+    secrets += [world.node.name, world.node.agent_key_prefix, world.spare_key.prefix]
+    for path in ("/metrics", "/healthz"):
+        body = world.clients["anonymous"].get(path).content.decode()
+        assert not [s for s in secrets if s in body], path
+
+
+def test_the_admin_site_takes_no_api_key(world):
+    for principal in ("dave", "carol", "bob_agent", "anonymous"):
+        response = world.clients[principal].get("/admin/")
+        assert response.status_code == 302, principal
+        assert response["Location"].startswith("/admin/login/")
