@@ -165,7 +165,8 @@ class JobLogsApi(generics.ListAPIView):
         job = _own_job(self.request, self.kwargs["job_id"])
         chunks = LogChunk.objects.filter(attempt__task__job=job)
         if attempt := self.request.query_params.get("attempt"):
-            if not (attempt.isascii() and attempt.isdigit()):
+            # More than 18 digits is no id, and would overflow SQLite's INTEGER.
+            if not (attempt.isascii() and attempt.isdigit()) or len(attempt) > 18:
                 return LogChunk.objects.none()
             chunks = chunks.filter(attempt_id=int(attempt))
         if stream := self.request.query_params.get("stream"):

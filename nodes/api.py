@@ -5,11 +5,11 @@ from django.conf import settings
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, status
-from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from computepool.api.pagination import DefaultPagination
 from computepool.api.permissions import IsOperator
 from ledger.models import Event
 from nodes.auth import IsAgent
@@ -103,7 +103,7 @@ class NodeRetireApi(APIView):
         return Response(NodeOut(node).data)
 
 
-class HistoryPagination(CursorPagination):
+class HistoryPagination(DefaultPagination):  # its forged-cursor check included
     ordering = "-version"
     page_size_query_param = "page_size"
     max_page_size = 200

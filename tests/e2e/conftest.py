@@ -39,7 +39,10 @@ FAST = {
     "LEDGER_SEAL_INTERVAL_S": "2",
 }
 # The processes, as a deployment runs them (docker-compose.yml), sized for a test.
-HUB = shlex.split("-m gunicorn computepool.wsgi -w 2 --timeout 60 --graceful-timeout 2")
+# Threads, as deployed: a long-poll claim holds a thread, not a whole worker.
+HUB = shlex.split(
+    "-m gunicorn computepool.wsgi -w 2 -k gthread --threads 8 --timeout 60 --graceful-timeout 2"
+)
 WORKER = shlex.split(
     "-m celery -A computepool worker -l info -P solo --without-gossip --without-mingle "
     "--without-heartbeat"

@@ -1,4 +1,5 @@
-"""The proof suite's common ground: a cache of its own and a world with one of everything.
+"""The proof suite's common ground: a cache of its own, a world with one of everything, and the
+live stack (from tests/e2e) for the chaos proof.
 
 The world is what an attacker would aim at: alice's job with a task leased to bob's node and an
 uploaded artifact, bob's node, bob's cashouts in every state, a finance export, and alice's
