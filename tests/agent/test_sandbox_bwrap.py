@@ -41,12 +41,14 @@ def test_it_cannot_read_root_only_files(bwrap_sandbox: BwrapSandbox) -> None:
 def test_it_limits_a_job_by_a_cgroup_it_removes_afterwards(bwrap_sandbox: BwrapSandbox) -> None:
     if not cgroups_v1_usable():
         pytest.skip("making cgroups takes root and cgroup v1")
+    # Per controller: an agent killed earlier may have left its own job cgroups behind.
     before = _job_cgroups("memory")
+    before_cpu = _job_cgroups("cpu")
     seen: dict[str, str] = {}
 
     def on_output(stream: str, chunk: bytes) -> None:
         (memory,) = _job_cgroups("memory") - before
-        (cpu,) = _job_cgroups("cpu") - before
+        (cpu,) = _job_cgroups("cpu") - before_cpu
         seen["memory"] = (memory / "memory.limit_in_bytes").read_text().strip()
         seen["cpu"] = (cpu / "cpu.cfs_quota_us").read_text().strip()
         seen["procs"] = (memory / "cgroup.procs").read_text()
