@@ -12,6 +12,7 @@ The reaper: `nodes_reap()` in this process over 100k online nodes whose deadline
 over fresh nodes.
 
     .venv/bin/python -m bench.fleet [--steps 1000,2500,5000,10000,20000] [--interval 30]
+    .venv/bin/python -m bench.fleet --skip-ramp [--silent 100000 --reaps 3]   # the reaper alone
 """
 
 import argparse
@@ -95,7 +96,7 @@ def reaper(db: str, ops: list[int], silent: int, repeats: int, profile: bool):
                 profiler.disable()
         out.append((time.perf_counter() - t0, result.offline))
         if r == 0:
-            print("  statements of the first reap (wall s; COPY of the events is not among them):")
+            print("  statements of the first reap (wall s):")
             for sql, times in sorted(statements.items(), key=lambda kv: -sum(kv[1]))[:6]:
                 print(f"    {sum(times):6.2f} s  {len(times):3d}x  {sql}")
         if profiler:
@@ -174,10 +175,13 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument(
+        "--name", default="fleet", help="database suffix: bench_computepool_<name> (default fleet)"
+    )
     args = parser.parse_args()
     steps = [int(s) for s in args.steps.split(",")]
     common.banner("fleet capacity: idle nodes beating every interval; the reaper")
-    db = common.create_db("fleet")
+    db = common.create_db(args.name)
     common.django_setup(db)
     ops = common.operators(max(max(steps), args.silent) // 1000 + 1, prefix="fleetop")
     _, keys = common.seed_nodes(0 if args.skip_ramp else max(steps), operator_ids=ops)

@@ -23,9 +23,9 @@ from bench import common
 ENDPOINTS = ("reference", "heartbeat", "claim", "complete")
 
 
-def seed(db: str, nodes: int, tasks: int) -> tuple[list[str], int]:
+def seed(db: str, nodes: int, tasks: int, operators: int = 1) -> tuple[list[str], int]:
     common.django_setup(db)
-    ops = common.operators(1)
+    ops = common.operators(operators)
     _, keys = common.seed_nodes(nodes, operator_ids=ops)
     user_id, _ = common.submitter()
     slices = 10
@@ -80,6 +80,7 @@ def breakdown(key: str, n: int = 500) -> None:
     from django.core.cache import cache
     from django.db import connection
 
+    from computepool.api.throttling import _counts
     from nodes.auth import resolve_agent_key
     from nodes.models import Node
     from people.keys import hash_key
@@ -113,8 +114,11 @@ def breakdown(key: str, n: int = 500) -> None:
             .first()
         ),
         "same filter and columns as one raw SQL statement": raw,
-        "a throttle's cache get + set of a 100-entry history (Redis)": lambda: cache.set(
-            "bench:throttle", cache.get("bench:throttle", history), 60
+        "DRF's throttle as it was: cache get + set of a 100-entry history (Redis)": lambda: (
+            cache.set("bench:throttle", cache.get("bench:throttle", history), 60)
+        ),
+        "the per-key throttle's counters (INCR, EXPIRE, GET: one round trip)": lambda: _counts(
+            "bench:throttle:counts", int(time.time() // 60), 60
         ),
         "Django's connection health check (is_usable: SELECT 1)": connection.is_usable,
     }
@@ -136,6 +140,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=6.0)
     parser.add_argument("--conns", type=int, default=32)
+    parser.add_argument(
+        "--operators",
+        type=int,
+        default=1,
+        help="operators owning the 64 nodes (1: every settlement credits one earnings row)",
+    )
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--worker-class", default="gthread", choices=("gthread", "uvicorn"))
@@ -149,7 +159,7 @@ def main() -> None:
     db = common.create_db("hotpath")
     # Enough queued tasks for every claim phase, so no claim finds the queue empty.
     tasks = int(args.rounds * args.seconds * 700) // 10 * 10
-    keys, _ = seed(db, nodes=64, tasks=tasks)
+    keys, _ = seed(db, nodes=64, tasks=tasks, operators=args.operators)
     if args.breakdown:
         breakdown(keys[0])
         common.close_django_connections()

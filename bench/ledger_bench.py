@@ -380,6 +380,11 @@ def main() -> None:
     parser.add_argument("--export-child", choices=("small", "large"), help=argparse.SUPPRESS)
     parser.add_argument("--verify-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--db", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--name",
+        default="ledger",
+        help="database suffix: bench_computepool_<name> and <name>_verify (default ledger)",
+    )
     args = parser.parse_args()
     if args.export_child:
         export_child(args.db, args.export_child, args.profile)
@@ -390,7 +395,7 @@ def main() -> None:
         verify(args.events, args.db)
         return
     common.banner("ledger: settlement share, verify_ledger, finance export")
-    db = common.create_db("ledger")
+    db = common.create_db(args.name)
     common.django_setup(db)
     skip = set(args.skip.split(","))
     if "share" not in skip:
@@ -406,7 +411,7 @@ def main() -> None:
         return
     print(f"\n2. verify_ledger over {args.events} events (a fresh database)")
     sys.stdout.flush()
-    vdb = common.create_db("ledger_verify")
+    vdb = common.create_db(f"{args.name}_verify")
     subprocess.run(
         [common.PYTHON, "-m", "bench.ledger_bench", "--verify-child", "--db", vdb,
          "--events", str(args.events)],

@@ -54,12 +54,7 @@ def explain(key: str) -> str:
 
     _, node = resolve_agent_key(key)
     p = profile_for(node)
-    params = {
-        "now": timezone.now(), "vram": p.vram_mb, "cores": p.cpu_cores, "ram": p.ram_mb,
-        "disk": p.disk_mb, "gpus": p.gpu_count, "cc": p.compute_capability, "region": p.region,
-        "tier_like": f"%,{p.tier},%", "price": p.price_per_s, "node_like": f"%,{p.node_id},%",
-        "trusted": p.trusted,
-    }  # fmt: skip
+    params = claim.claim_params(p, timezone.now())
     sql = "EXPLAIN (ANALYZE, BUFFERS) " + claim._CLAIM_SQL + " FOR UPDATE OF t SKIP LOCKED"
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(sql, params)

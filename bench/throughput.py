@@ -7,9 +7,10 @@ Agents (asyncio, keep-alive, loopback) each hold one node's agent key. Two agent
 Every task is a one-slice job with its credits held, so each completion settles (held →
 earnings + revenue), finishes its job and releases the rest of the hold, as in production.
 
-The ceiling runs the statements the hub sends for one task (printed with --show-sql), written
-by hand, through psycopg from threads: claim (8), complete (about 30), the node's reliability
-(3), without HTTP, Django or the agent-key lookup.
+The ceiling runs the statements the hub sends for one task (`--in-process N` prints them),
+written by hand, through psycopg from threads: claim (6, plus 2 for a job's first task),
+complete (14, plus 9 for a job's last task), the node's reliability (2), without HTTP, Django or
+the agent-key lookup. Keep it in step with the hub.
 
     .venv/bin/python -m bench.throughput [--agents 32] [--seconds 12] [--repeats 3]
 """
@@ -82,35 +83,53 @@ async def agents(port: int, keys: list[str], seconds: float, mode: str) -> tuple
 # --- the raw-SQL ceiling ----------------------------------------------------------------------
 
 
-def _event(cur, stream: str, version: int, type_: str, payload: dict, actor: str, key=None):
+def _event(cur, stream: str, version: int | None, type_: str, payload: dict, actor: str, key=None):
+    """One event INSERT as the hub sends it (`version` None: at the stream's end, read in the
+    same statement)."""
     body = json.dumps(payload)
     fingerprint = hashlib.sha256(f"{stream}\n{type_}\n{body}".encode()).hexdigest()
-    cur.execute(
-        "INSERT INTO ledger_event (stream, version, type, schema_version, payload, actor, "
-        "idempotency_key, fingerprint, recorded_at) VALUES (%s, %s, %s, 1, %s, %s, %s, %s, now()) "
-        "RETURNING id",
-        [stream, version, type_, body, actor, key, fingerprint],
-    )
+    columns = "stream, type, schema_version, payload, actor, idempotency_key, fingerprint, "
+    values = [stream, type_, body, actor, key, fingerprint]
+    if version is None:
+        cur.execute(
+            f"INSERT INTO ledger_event ({columns} recorded_at, version) "  # noqa: S608
+            "SELECT %s, %s, 1, %s, %s, %s, %s, now(), COALESCE(MAX(version), 0) + 1 "
+            "FROM ledger_event WHERE stream = %s RETURNING id, version",
+            [*values, stream],
+        )
+    else:
+        cur.execute(
+            f"INSERT INTO ledger_event ({columns} recorded_at, version) "  # noqa: S608
+            "VALUES (%s, %s, 1, %s, %s, %s, %s, now(), %s) RETURNING id, version",
+            [*values, version],
+        )
     return cur.fetchone()[0]
 
 
-def _entry(cur, event_id: int, kind: str, legs: list[tuple[int, int]]) -> None:
+def _entry(
+    cur, event_id: int, kind: str, legs: list[tuple[int, int]], unprojected: int | None = None
+) -> None:
     cur.execute(
         "INSERT INTO ledger_entry (event_id, kind, created_at) VALUES (%s, %s, now()) RETURNING id",
         [event_id, kind],
     )
     entry = cur.fetchone()[0]
     cur.execute(
-        "INSERT INTO ledger_posting (entry_id, account_id, amount, currency) "
-        "SELECT %s, * , 'CRD' FROM UNNEST(%s::bigint[], %s::bigint[])",
-        [entry, [a for a, _ in legs], [n for _, n in legs]],
+        "INSERT INTO ledger_posting (entry_id, account_id, amount, currency) VALUES "  # noqa: S608
+        + ", ".join(["(%s, %s, %s, 'CRD')"] * len(legs)),
+        [value for account, amount in legs for value in (entry, account, amount)],
     )
     for account, amount in sorted(legs):
+        if account == unprojected:  # platform revenue: a posting, no balance row
+            continue
         cur.execute(
-            "UPDATE ledger_account SET balance = balance + %s WHERE (allow_negative OR "
-            "balance >= %s) AND id = %s AND projected",
-            [amount, -amount, account],
+            "UPDATE ledger_account SET balance = balance + %s "
+            "WHERE id = %s AND (allow_negative OR balance >= %s)",
+            [amount, account, -amount],
         )
+
+
+_ACCOUNT = "SELECT id, code, kind, owner_id, currency, balance, allow_negative, projected FROM "
 
 
 class RawAgent:
@@ -131,6 +150,7 @@ class RawAgent:
                     "disk": n["disk"], "gpus": n["gpus"], "cc": n["cc"], "region": n["region"],
                     "tier_like": f"%,{n['tier']},%", "price": n["price"],
                     "node_like": f"%,{n['id']},%", "trusted": True,
+                    "reprieve": now - timedelta(seconds=120),
                 },
             )  # fmt: skip
             row = cur.fetchone()
@@ -168,40 +188,39 @@ class RawAgent:
                     [job_id],
                 )
                 if cur.rowcount:
-                    cur.execute(
-                        "SELECT MAX(version) FROM ledger_event WHERE stream = %s", [f"job:{job_id}"]
-                    )
-                    v = cur.fetchone()[0] or 0
-                    _event(cur, f"job:{job_id}", v + 1, "JobStarted", {"job_id": job_id}, "system")
+                    _event(cur, f"job:{job_id}", None, "JobStarted", {"job_id": job_id}, "system")
         return attempt_id, token
 
     def complete(self, attempt_id: int, token: str) -> None:
         n, now = self.node, datetime.now(UTC)
         cur = self.conn.cursor()
+        # The fenced read, with the settlement's figures and the artifact count (autocommit).
+        self.conn.autocommit = True
         cur.execute(
-            "SELECT a.task_id, t.job_id, t.index, t.version, a.leased_at, j.timeout_s, a.state, "
-            "a.lease_expires_at FROM jobs_attempt a JOIN jobs_task t ON t.id = a.task_id "
-            "JOIN jobs_job j ON j.id = t.job_id WHERE a.id = %s AND a.lease_token = %s "
-            "AND a.node_id = %s LIMIT 1",
+            'SELECT a.task_id, t.job_id, t."index", t.version, a.leased_at, j.timeout_s, '
+            "a.state, a.lease_expires_at, j.submitter_id, nd.operator_id, a.price_per_s, nd.tier, "
+            "nd.region, j.kind, (SELECT COUNT(*) FROM jobs_artifact x WHERE x.attempt_id = a.id) "
+            "FROM jobs_attempt a JOIN jobs_task t ON t.id = a.task_id "
+            "JOIN jobs_job j ON j.id = t.job_id JOIN nodes_node nd ON nd.id = a.node_id "
+            "WHERE a.id = %s AND a.lease_token = %s AND a.node_id = %s",
             [attempt_id, token, n["id"]],
         )
-        task_id, job_id, index, version, leased_at, timeout_s, _, _ = cur.fetchone()
-        cur.execute(
-            "SELECT id, name, sha256 FROM jobs_artifact WHERE attempt_id = %s", [attempt_id]
-        )
-        self.conn.commit()
+        (task_id, job_id, index, version, leased_at, timeout_s, _, _, submitter_id, operator_id,
+         price, _, _, _, _) = cur.fetchone()  # fmt: skip
+        self.conn.autocommit = False
         runtime = max(0, int((now - leased_at).total_seconds() * 1000))
         with self.conn.transaction():
             cur.execute(
                 "UPDATE jobs_attempt SET state = 'succeeded', finished_at = %s, runtime_ms = %s, "
-                "exit_code = 0, stdout_tail = 'ok', stderr_tail = '', progress = 100 WHERE id = %s "
-                "AND lease_token = %s AND state IN ('leased', 'running') AND lease_expires_at > %s",
-                [now, runtime, attempt_id, token, now],
+                "exit_code = 0, stdout_tail = 'ok', stderr_tail = '', reported_runtime_s = NULL, "
+                "progress = 100 WHERE id = %s AND lease_token = %s AND state IN (%s, %s) "
+                "AND lease_expires_at > %s",
+                [now, runtime, attempt_id, token, "leased", "running", now],
             )
             cur.execute(
                 "UPDATE jobs_task SET state = 'succeeded', finished_at = %s, version = version + 1 "
-                "WHERE current_attempt_id = %s AND id = %s",
-                [now, attempt_id, task_id],
+                "WHERE id = %s AND current_attempt_id = %s",
+                [now, task_id, attempt_id],
             )
             _event(
                 cur, f"task:{task_id}", version + 1, "AttemptSucceeded",
@@ -209,110 +228,99 @@ class RawAgent:
                  "node_id": n["id"], "runtime_ms": runtime, "exit_code": 0, "artifacts": []},
                 f"node:{n['id']}",
             )  # fmt: skip
-            # Settlement.
+            # Settlement: the hold locked with the book's fee read alongside, then the key.
             cur.execute(
-                "SELECT t.job_id, j.submitter_id, nd.operator_id, a.price_per_s, j.timeout_s, "
-                "a.leased_at, nd.tier, nd.region, j.kind, a.node_id FROM jobs_attempt a "
-                "JOIN jobs_task t ON t.id = a.task_id JOIN jobs_job j ON j.id = t.job_id "
-                "JOIN nodes_node nd ON nd.id = a.node_id WHERE a.id = %s",
-                [attempt_id],
+                "SELECT h.id, h.code, h.kind, h.owner_id, h.currency, h.balance, "
+                "h.allow_negative, h.projected, (SELECT b.id FROM ledger_pricebook b WHERE "
+                "b.effective_from <= %s ORDER BY b.effective_from DESC LIMIT 1), "
+                "(SELECT b.platform_fee_bps FROM ledger_pricebook b WHERE b.effective_from <= %s "
+                "ORDER BY b.effective_from DESC LIMIT 1) FROM ledger_account h WHERE h.code = %s "
+                "FOR UPDATE OF h",
+                [leased_at, leased_at, f"job:{job_id}:held"],
             )
-            _, submitter_id, operator_id, price, _, _, _, _, _, _ = cur.fetchone()
-            cur.execute(
-                "SELECT id, balance, owner_id FROM ledger_account WHERE code = %s "
-                "ORDER BY id LIMIT 1 FOR UPDATE",
-                [f"job:{job_id}:held"],
-            )
-            held_id, held_balance, _ = cur.fetchone()
+            row = cur.fetchone()
+            held_id, held_balance, book, fee_bps = row[0], row[5], row[8], row[9]
             key = f"settle:attempt:{attempt_id}"
-            cur.execute("SELECT * FROM ledger_event WHERE idempotency_key = %s LIMIT 1", [key])
+            cur.execute("SELECT id FROM ledger_event WHERE idempotency_key = %s", [key])
             cur.execute(
-                "SELECT * FROM ledger_pricebook WHERE effective_from <= now() "
-                "ORDER BY effective_from DESC, id DESC LIMIT 1"
+                _ACCOUNT + "ledger_account WHERE code IN (%s, %s)",
+                [f"user:{operator_id}:earnings", "platform:revenue"],
             )
-            book = cur.fetchone()[0]
-            cur.execute(
-                "SELECT id, code FROM ledger_account WHERE code = ANY(%s)",
-                [[f"user:{operator_id}:earnings", "platform:revenue"]],
-            )
-            accounts = {code: i for i, code in cur.fetchall()}
+            accounts = {r[1]: r[0] for r in cur.fetchall()}
             cost = min(price * runtime // 1000 + 1, held_balance)
-            fee = cost * 2000 // 10000
+            fee = cost * fee_bps // 10000
             payload = {
                 "attempt_id": attempt_id, "job_id": job_id, "submitter_id": submitter_id,
                 "operator_id": operator_id, "price_per_s_minor": price, "runtime_ms": runtime,
                 "timeout_ms": timeout_s * 1000, "charge": True, "node_id": n["id"],
                 "billed_ms": runtime, "held_before_minor": held_balance, "cost_minor": cost,
                 "charged_minor": cost, "fee_minor": fee, "operator_minor": cost - fee,
-                "fee_bps": 2000, "book_version": book, "priced_at": now.isoformat(),
+                "fee_bps": fee_bps, "book_version": book, "priced_at": leased_at.isoformat(),
                 "tier": n["tier"], "region": n["region"], "job_kind": "script",
             }  # fmt: skip
+            revenue = accounts["platform:revenue"]
             legs = [
                 (held_id, -cost),
                 (accounts[f"user:{operator_id}:earnings"], cost - fee),
-                (accounts["platform:revenue"], fee),
+                (revenue, fee),
             ]
             payload["postings"] = [[str(a), m, "CRD"] for a, m in legs]
             ev = _event(cur, key, 1, "AttemptSettled", payload, "system:settlement", key)
-            _entry(cur, ev, "settlement", [leg for leg in legs if leg[1]])
+            # Revenue is not projected: its posting is written, its balance row not touched.
+            _entry(cur, ev, "settlement", [leg for leg in legs if leg[1]], unprojected=revenue)
             # The job's counter, its end, and the release of what is still held.
             cur.execute(
-                "UPDATE jobs_job SET tasks_succeeded = tasks_succeeded + 1 WHERE id = %s "
+                "UPDATE jobs_job SET tasks_succeeded = tasks_succeeded + %s WHERE id = %s "
                 "RETURNING tasks_succeeded, tasks_failed, tasks_cancelled, slices",
-                [job_id],
+                [1, job_id],
             )
             succeeded, failed, cancelled, slices = cur.fetchone()
             if succeeded + failed + cancelled >= slices:
                 cur.execute(
-                    "UPDATE jobs_job SET state = 'succeeded', finished_at = %s WHERE id = %s "
-                    "AND state IN ('queued', 'running')",
-                    [now, job_id],
+                    "UPDATE jobs_job SET state = %s, finished_at = %s WHERE id = %s "
+                    "AND state IN (%s, %s)",
+                    ["succeeded", now, job_id, "queued", "running"],
                 )
-                cur.execute(
-                    "SELECT MAX(version) FROM ledger_event WHERE stream = %s", [f"job:{job_id}"]
-                )
-                v = cur.fetchone()[0] or 0
                 _event(
-                    cur, f"job:{job_id}", v + 1, "JobFinished",
+                    cur, f"job:{job_id}", None, "JobFinished",
                     {"job_id": job_id, "state": "succeeded", "succeeded": succeeded, "failed": 0,
                      "cancelled": 0},
                     "system",
                 )  # fmt: skip
-                cur.execute("SELECT submitter_id FROM jobs_job WHERE id = %s", [job_id])
                 cur.execute(
-                    "SELECT id, balance FROM ledger_account WHERE code = %s "
-                    "ORDER BY id LIMIT 1 FOR UPDATE",
+                    _ACCOUNT + "ledger_account WHERE code = %s FOR UPDATE",
                     [f"job:{job_id}:held"],
                 )
-                _, rest = cur.fetchone()
+                rest = cur.fetchone()[5]
                 cur.execute(
-                    "SELECT id FROM ledger_account WHERE code = %s ORDER BY id LIMIT 1",
+                    _ACCOUNT + "ledger_account WHERE code IN (%s)",
                     [f"user:{submitter_id}:available"],
                 )
                 available = cur.fetchone()[0]
                 if rest:
-                    cur.execute(
-                        "SELECT MAX(version) FROM ledger_event WHERE stream = %s",
-                        [f"hold:job:{job_id}"],
-                    )
-                    v = cur.fetchone()[0] or 0
                     ev = _event(
-                        cur, f"hold:job:{job_id}", v + 1, "CreditsReleased",
+                        cur, f"hold:job:{job_id}", None, "CreditsReleased",
                         {"job_id": job_id, "submitter_id": submitter_id, "amount_minor": rest,
                          "postings": [[f"job:{job_id}:held", -rest, "CRD"],
                                       [f"user:{submitter_id}:available", rest, "CRD"]]},
                         "system",
                     )  # fmt: skip
                     _entry(cur, ev, "release", [(held_id, -rest), (available, rest)])
-        # The node's reliability: its own short transaction, as in the hub.
-        with self.conn.transaction():
-            cur.execute("SELECT * FROM nodes_node WHERE id = %s FOR UPDATE", [n["id"]])
-            cur.execute(
-                "UPDATE nodes_node SET rel_alpha = rel_alpha + 1, reliability = "
-                "(rel_alpha + 1) / (rel_alpha + rel_beta + 1), reliability_at = %s, "
-                "consecutive_failures = 0 WHERE id = %s",
-                [now, n["id"]],
-            )
+        # The node's reliability: a compare-and-set on its read, outside the transaction.
+        self.conn.autocommit = True
+        cur.execute(
+            "SELECT rel_alpha, rel_beta, reliability_at, cooldown_until FROM nodes_node "
+            "WHERE id = %s",
+            [n["id"]],
+        )
+        alpha, beta, since, _ = cur.fetchone()
+        cur.execute(
+            "UPDATE nodes_node SET rel_alpha = %s, rel_beta = %s, reliability = %s, "
+            "reliability_at = %s, consecutive_failures = 0 "
+            "WHERE id = %s AND rel_alpha = %s AND rel_beta = %s AND reliability_at = %s",
+            [alpha + 1, beta, (alpha + 1) / (alpha + beta + 1), now, n["id"], alpha, beta, since],
+        )
+        self.conn.autocommit = False
         cur.close()
 
 

@@ -97,6 +97,10 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
     _db["CONN_MAX_AGE"] = 0
 else:
     _db.setdefault("OPTIONS", {})
+    # Server-side parameters let psycopg prepare a statement once it has run a few times, so
+    # PostgreSQL stops parsing and planning the hot path's statements on every request.
+    if env_bool("DB_PREPARE", True):
+        _db["OPTIONS"].update(server_side_binding=True, prepare_threshold=5)
     _db["CONN_HEALTH_CHECKS"] = True
     _db["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME", None)}
 DATABASES = {"default": _db}
@@ -119,12 +123,15 @@ if not CELERY_BROKER_URL.startswith(("filesystem://", "redis://", "rediss://", "
     raise ImproperlyConfigured("CELERY_BROKER_URL must be filesystem://, memory:// or redis://")
 BROKER_DIR = VAR_DIR / "broker"
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    for _sub in ("out", "processed"):
+    for _sub in ("out", "processed", "control"):
         (BROKER_DIR / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(BROKER_DIR / "out"),
         "data_folder_out": str(BROKER_DIR / "out"),
         "data_folder_processed": str(BROKER_DIR / "processed"),
+        # Exchange tables; kombu's default is ./control, relative to whatever directory a
+        # process happens to start in.
+        "control_folder": str(BROKER_DIR / "control"),
         "store_processed": False,
     }
 CELERY_RESULT_BACKEND = None
@@ -270,6 +277,9 @@ JOB_LEASE_S = env_int("JOB_LEASE_S", 3 * NODE_HEARTBEAT_INTERVAL_S, minimum=5)
 JOB_REAPER_INTERVAL_S = env_int("JOB_REAPER_INTERVAL_S", 10, minimum=1)
 JOB_RETRY_BACKOFF_S = env_int("JOB_RETRY_BACKOFF_S", 5, minimum=0)
 JOB_RETRY_BACKOFF_MAX_S = env_int("JOB_RETRY_BACKOFF_MAX_S", 300, minimum=0)
+# A node that lost a task is passed over for it until the task has waited this long (after its
+# backoff) for another node.
+JOB_EXCLUSION_GRACE_S = env_int("JOB_EXCLUSION_GRACE_S", 120, minimum=0)
 # Nodes below this reliability get only low-priority work that is not a task's last attempt.
 JOB_TRUSTED_RELIABILITY = env_int("JOB_TRUSTED_RELIABILITY_PCT", 40, minimum=0, maximum=100) / 100
 JOB_MAX_LOG_BYTES = env_int("JOB_MAX_LOG_BYTES", 8 * 1024 * 1024, minimum=1024)

@@ -17,6 +17,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from computepool.rawsql import db_datetime, db_param
 from jobs import billing
 from jobs.errors import ArtifactRejected, ArtifactTooLarge, StaleLease
 from jobs.models import (
@@ -25,7 +26,6 @@ from jobs.models import (
     Attempt,
     AttemptState,
     FailureClass,
-    Job,
     JobState,
     LogChunk,
     Task,
@@ -38,7 +38,8 @@ TAIL_CHARS = 64 * 1024
 
 @dataclass(frozen=True)
 class Fenced:
-    """The attempt as it was read just before the compare-and-set."""
+    """The attempt as it was read just before the compare-and-set, with what its settlement
+    needs (so settling reads nothing of the job again)."""
 
     attempt_id: int
     task_id: int
@@ -49,29 +50,42 @@ class Fenced:
     leased_at: datetime
     timeout_s: int
     state: str
+    artifacts: int  # how many were uploaded
+    figures: billing.SettleFigures
+
+
+# One statement for the fence and the settlement's figures; the artifacts are counted so the
+# common case (none) reads no more.
+_READ_SQL = """
+SELECT a.task_id, t.job_id, t."index", t.version, a.leased_at, j.timeout_s, a.state,
+       a.lease_expires_at, j.submitter_id, n.operator_id, a.price_per_s, n.tier, n.region, j.kind,
+       (SELECT COUNT(*) FROM jobs_artifact x WHERE x.attempt_id = a.id)
+  FROM jobs_attempt a
+  JOIN jobs_task t ON t.id = a.task_id
+  JOIN jobs_job j ON j.id = t.job_id
+  JOIN nodes_node n ON n.id = a.node_id
+ WHERE a.id = %s AND a.lease_token = %s AND a.node_id = %s
+"""
 
 
 def _read(attempt_id: int, token: str, node_id: int) -> Fenced:
-    row = (
-        Attempt.objects.filter(pk=attempt_id, lease_token=token, node_id=node_id)
-        .values_list(
-            "task_id",
-            "task__job_id",
-            "task__index",
-            "task__version",
-            "leased_at",
-            "task__job__timeout_s",
-            "state",
-            "lease_expires_at",
-        )
-        .first()
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(_READ_SQL, [attempt_id, token, node_id])
+        row = cursor.fetchone()
     if row is None:
         raise StaleLease("this lease token is not the current lease of that attempt")
-    task_id, job_id, index, version, leased_at, timeout_s, state, expires = row
+    (task_id, job_id, index, version, leased_at, timeout_s, state, expires, submitter_id,
+     operator_id, price, tier, region, kind, artifacts) = row  # fmt: skip
+    leased_at, expires = db_datetime(leased_at), db_datetime(expires)
     if state not in ACTIVE_ATTEMPT_STATES or expires <= timezone.now():
         raise StaleLease(f"the lease has ended (attempt is {state})")
-    return Fenced(attempt_id, task_id, job_id, index, node_id, version, leased_at, timeout_s, state)
+    figures = billing.SettleFigures(
+        job_id, submitter_id, operator_id, price, timeout_s, leased_at, tier, region, kind, node_id
+    )
+    return Fenced(
+        attempt_id, task_id, job_id, index, node_id, version, leased_at, timeout_s, state,
+        artifacts, figures,
+    )  # fmt: skip
 
 
 def _cas(fenced: Fenced, token: str, **changes: Any) -> None:
@@ -82,6 +96,22 @@ def _cas(fenced: Fenced, token: str, **changes: Any) -> None:
         state__in=ACTIVE_ATTEMPT_STATES,
         lease_expires_at__gt=timezone.now(),
     ).update(**changes)
+    if not won:
+        transaction.set_rollback(True)
+        raise StaleLease("the lease ended while this report was being recorded")
+
+
+def _cas_set(fenced: Fenced, token: str, now: datetime, **values: Any) -> None:
+    """`_cas` for plain values, as one hand-written statement (completion and failure)."""
+    columns = ", ".join(f"{name} = %s" for name in values)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE jobs_attempt SET {columns} "  # noqa: S608 - column names are ours
+            "WHERE id = %s AND lease_token = %s AND state IN (%s, %s) AND lease_expires_at > %s",
+            [*map(db_param, values.values()), fenced.attempt_id, token, *ACTIVE_ATTEMPT_STATES,
+             db_param(now)],
+        )  # fmt: skip
+        won = cursor.rowcount == 1
     if not won:
         transaction.set_rollback(True)
         raise StaleLease("the lease ended while this report was being recorded")
@@ -213,9 +243,11 @@ def attempt_complete(
 ) -> Outcome:
     """The task succeeded: record it, settle the attempt once, finish the job if it was last."""
     fenced = _read(attempt_id, token, node_id)
-    uploaded = {
-        a.name: a for a in Artifact.objects.filter(attempt_id=attempt_id).only("name", "sha256")
-    }
+    uploaded = (
+        {a.name: a for a in Artifact.objects.filter(attempt_id=attempt_id).only("name", "sha256")}
+        if fenced.artifacts
+        else {}
+    )
     for claimed in artifacts or []:
         stored = uploaded.get(claimed.get("name"))
         if stored is None or stored.sha256 != str(claimed.get("sha256", "")).lower():
@@ -226,9 +258,10 @@ def attempt_complete(
     now = timezone.now()
     runtime = _runtime_ms(fenced, now)
     with transaction.atomic():
-        _cas(
+        _cas_set(
             fenced,
             token,
+            now,
             state=AttemptState.SUCCEEDED,
             finished_at=now,
             runtime_ms=runtime,
@@ -251,8 +284,12 @@ def attempt_complete(
                 key=lambda a: a["name"],
             ),
         )
-        charged = billing.settle(attempt_id=attempt_id, runtime_ms=runtime, charge=True)
-        job_state = job_count_finished(fenced.job_id, "tasks_succeeded", now)
+        charged = billing.settle(
+            attempt_id=attempt_id, runtime_ms=runtime, charge=True, figures=fenced.figures
+        )
+        job_state = job_count_finished(
+            fenced.job_id, "tasks_succeeded", now, submitter_id=fenced.figures.submitter_id
+        )
     billing.record_outcome(node_id=node_id, success=True)
     return Outcome(TaskState.SUCCEEDED, job_state, runtime, charged)
 
@@ -276,9 +313,10 @@ def attempt_fail(
     runtime = _runtime_ms(fenced, now)
     cancelled = Attempt.objects.filter(pk=attempt_id, cancel_requested=True).exists()
     with transaction.atomic():
-        _cas(
+        _cas_set(
             fenced,
             token,
+            now,
             state=AttemptState.CANCELLED if cancelled else AttemptState.FAILED,
             finished_at=now,
             runtime_ms=runtime,
@@ -313,8 +351,16 @@ def attempt_fail(
             outcome=outcome,
         )
         charge = failure_class != FailureClass.INFRA
-        charged = billing.settle(attempt_id=attempt_id, runtime_ms=runtime, charge=charge)
-        job_state = job_count_finished(fenced.job_id, counter, now) if counter else None
+        charged = billing.settle(
+            attempt_id=attempt_id, runtime_ms=runtime, charge=charge, figures=fenced.figures
+        )
+        job_state = (
+            job_count_finished(
+                fenced.job_id, counter, now, submitter_id=fenced.figures.submitter_id
+            )
+            if counter
+            else None
+        )
     if failure_class == FailureClass.INFRA and not cancelled:
         billing.record_outcome(node_id=node_id, success=False)
     if retry:
@@ -361,15 +407,20 @@ def _concat_node(node_id: int):
 
 
 def _finish_task(fenced: Fenced, state: str, now: datetime) -> None:
-    Task.objects.filter(pk=fenced.task_id, current_attempt_id=fenced.attempt_id).update(
-        state=state, finished_at=now, version=F("version") + 1
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE jobs_task SET state = %s, finished_at = %s, version = version + 1 "
+            "WHERE id = %s AND current_attempt_id = %s",
+            [state, db_param(now), fenced.task_id, fenced.attempt_id],
+        )
 
 
 _COUNTERS = {"tasks_succeeded", "tasks_failed", "tasks_cancelled"}
 
 
-def job_count_finished(job_id: int, counter: str, now: datetime, by: int = 1) -> str | None:
+def job_count_finished(
+    job_id: int, counter: str, now: datetime, by: int = 1, *, submitter_id: int | None = None
+) -> str | None:
     """Count finished tasks; the report that finishes the last task finishes the job."""
     assert counter in _COUNTERS
     with connection.cursor() as cursor:
@@ -384,12 +435,23 @@ def job_count_finished(job_id: int, counter: str, now: datetime, by: int = 1) ->
     if succeeded + failed + cancelled < slices:
         return None
     return job_finish(
-        job_id=job_id, succeeded=succeeded, failed=failed, cancelled=cancelled, now=now
+        job_id=job_id,
+        succeeded=succeeded,
+        failed=failed,
+        cancelled=cancelled,
+        now=now,
+        submitter_id=submitter_id,
     )
 
 
 def job_finish(
-    *, job_id: int, succeeded: int, failed: int, cancelled: int, now: datetime
+    *,
+    job_id: int,
+    succeeded: int,
+    failed: int,
+    cancelled: int,
+    now: datetime,
+    submitter_id: int | None = None,
 ) -> str | None:
     if cancelled:
         final = JobState.CANCELLED
@@ -397,9 +459,12 @@ def job_finish(
         final = JobState.FAILED
     else:
         final = JobState.SUCCEEDED
-    won = Job.objects.filter(pk=job_id, state__in=[JobState.QUEUED, JobState.RUNNING]).update(
-        state=final, finished_at=now
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE jobs_job SET state = %s, finished_at = %s WHERE id = %s AND state IN (%s, %s)",
+            [final, db_param(now), job_id, JobState.QUEUED, JobState.RUNNING],
+        )
+        won = cursor.rowcount == 1
     if not won:
         return None
     event_append(
@@ -414,5 +479,5 @@ def job_finish(
             "cancelled": cancelled,
         },
     )
-    billing.release(job_id=job_id)
+    billing.release(job_id=job_id, submitter_id=submitter_id)
     return final

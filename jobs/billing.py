@@ -1,9 +1,10 @@
 """The seam between jobs and money: every credit a job holds, pays or releases goes through here
 to the ledger's settlement services, inside the caller's transaction."""
 
+import time
+from dataclasses import dataclass
+from datetime import datetime
 from functools import lru_cache
-
-from django.core.cache import cache
 
 from jobs.models import Attempt, Job
 from ledger import pricing, settlement
@@ -23,8 +24,23 @@ def hold(*, job: Job) -> None:
     )
 
 
-def settle(*, attempt_id: int, runtime_ms: int, charge: bool) -> int:
-    """Settle one attempt exactly once; returns what was charged (0 when not charged)."""
+@dataclass(frozen=True)
+class SettleFigures:
+    """What a settlement needs of the attempt, its job and its node."""
+
+    job_id: int
+    submitter_id: int
+    operator_id: int
+    price_per_s: int
+    timeout_s: int
+    leased_at: datetime
+    tier: str
+    region: str
+    kind: str
+    node_id: int
+
+
+def _figures(attempt_id: int) -> SettleFigures:
     row = (
         Attempt.objects.filter(pk=attempt_id)
         .values_list(
@@ -41,28 +57,37 @@ def settle(*, attempt_id: int, runtime_ms: int, charge: bool) -> int:
         )
         .get()
     )
-    job_id, submitter_id, operator_id, price, timeout_s, leased_at, tier, region, kind, node = row
+    return SettleFigures(*row)
+
+
+def settle(
+    *, attempt_id: int, runtime_ms: int, charge: bool, figures: SettleFigures | None = None
+) -> int:
+    """Settle one attempt exactly once; returns what was charged (0 when not charged). Pass the
+    `figures` already read (the completion's fenced read has them) to read nothing more."""
+    f = figures or _figures(attempt_id)
     entry = settlement.attempt_settle(
         attempt_id=attempt_id,
-        job_id=job_id,
-        submitter_id=submitter_id,
-        operator_id=operator_id,
-        price_per_s_minor=price,
+        job_id=f.job_id,
+        submitter_id=f.submitter_id,
+        operator_id=f.operator_id,
+        price_per_s_minor=f.price_per_s,
         runtime_ms=runtime_ms,
-        timeout_ms=timeout_s * 1000,
+        timeout_ms=f.timeout_s * 1000,
         charge=charge,
-        priced_at=leased_at,
-        tier=tier,
-        region=region,
-        job_kind=kind,
-        node_id=node,
+        priced_at=f.leased_at,
+        tier=f.tier,
+        region=f.region,
+        job_kind=f.kind,
+        node_id=f.node_id,
         actor="system:settlement",
     )
     return entry.event.payload["charged_minor"] if entry is not None else 0
 
 
-def release(*, job_id: int) -> None:
-    submitter_id = Job.objects.values_list("submitter_id", flat=True).get(pk=job_id)
+def release(*, job_id: int, submitter_id: int | None = None) -> None:
+    if submitter_id is None:
+        submitter_id = Job.objects.values_list("submitter_id", flat=True).get(pk=job_id)
     settlement.hold_release(job_id=job_id, submitter_id=submitter_id, actor="system")
 
 
@@ -70,14 +95,22 @@ def record_outcome(*, node_id: int, success: bool) -> None:
     node_record_outcome(node_id=node_id, success=success, actor="system:jobs")
 
 
+# (region, tier) → (monotonic deadline, spot price): per process, a few seconds.
+_spot_cache: dict[tuple[str, str], tuple[float, int]] = {}
+
+
 def node_price(node: Node) -> int:
-    """max(spot price for the node's region and tier, the node's own floor), cached briefly:
-    the claim is the hot path and the market moves once a minute."""
-    key = f"spot:{node.region}:{node.tier}"
-    spot = cache.get(key)
-    if spot is None:
+    """max(spot price for the node's region and tier, the node's own floor). The claim is the
+    hot path and the market moves once a minute: each process keeps a price a few seconds
+    (in memory; a shared cache would cost a round trip per claim)."""
+    key = (node.region, node.tier)
+    now = time.monotonic()
+    cached = _spot_cache.get(key)
+    if cached is None or cached[0] <= now:
         spot = pricing.spot_price_get(region=node.region, tier=node.tier)
-        cache.set(key, spot, _PRICE_CACHE_S)
+        _spot_cache[key] = (now + _PRICE_CACHE_S, spot)
+    else:
+        spot = cached[1]
     return max(spot, getattr(node, "price_floor", 0) or 0)
 
 

@@ -16,7 +16,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from jobs.models import Attempt, Job, JobState, Task, TaskState
+from computepool.rawsql import insert_row
+from jobs.models import Attempt, JobState, TaskState
 from jobs.node_profile import NodeProfile
 from ledger.services import event_append
 from nodes.signing import sign
@@ -36,7 +37,7 @@ SELECT t.id, t.job_id, t."index", t.attempts, t.version, j.state, j.spec, j.kind
    AND (t.region = '' OR t.region = %(region)s)
    AND (t.tier_allow = '' OR t.tier_allow LIKE %(tier_like)s)
    AND t.price_ceiling >= %(price)s
-   AND t.excluded_nodes NOT LIKE %(node_like)s
+   AND (t.excluded_nodes NOT LIKE %(node_like)s OR t.available_at <= %(reprieve)s)
    AND (%(trusted)s OR (t.priority <= 0 AND t.attempts + 1 < t.max_attempts))
  ORDER BY t.priority DESC, t.min_vram_mb DESC, t.id
  LIMIT 1
@@ -67,11 +68,9 @@ def lease_duration() -> timedelta:
     return timedelta(seconds=settings.JOB_LEASE_S)
 
 
-def _select_task(profile: NodeProfile, now: datetime) -> tuple | None:
-    sql = _CLAIM_SQL
-    if connection.vendor == "postgresql":
-        sql += " FOR UPDATE OF t SKIP LOCKED"
-    params = {
+def claim_params(profile: NodeProfile, now: datetime) -> dict[str, Any]:
+    """The claim statement's parameters for this node at `now`."""
+    return {
         "now": now,
         "vram": profile.vram_mb,
         "cores": profile.cpu_cores,
@@ -83,10 +82,20 @@ def _select_task(profile: NodeProfile, now: datetime) -> tuple | None:
         "tier_like": f"%,{profile.tier},%",
         "price": profile.price_per_s,
         "node_like": f"%,{profile.node_id},%",
+        # A node that lost the task may take it again once it has waited this long for any
+        # other: an exclusion steers a retry elsewhere, it must never strand the task (a fleet
+        # of one, or every node having lost it once).
+        "reprieve": now - timedelta(seconds=settings.JOB_EXCLUSION_GRACE_S),
         "trusted": profile.trusted,
     }
+
+
+def _select_task(profile: NodeProfile, now: datetime) -> tuple | None:
+    sql = _CLAIM_SQL
+    if connection.vendor == "postgresql":
+        sql += " FOR UPDATE OF t SKIP LOCKED"
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(sql, claim_params(profile, now))
         return cursor.fetchone()
 
 
@@ -133,7 +142,7 @@ def task_claim(*, profile: NodeProfile) -> Lease | None:
         if isinstance(spec, str):  # SQLite hands JSON back as text
             spec = json.loads(spec)
         expires = now + lease_duration()
-        attempt = Attempt.objects.create(
+        attempt = Attempt(
             task_id=task_id,
             node_id=profile.node_id,
             number=attempts + 1,
@@ -141,12 +150,13 @@ def task_claim(*, profile: NodeProfile) -> Lease | None:
             lease_expires_at=expires,
             price_per_s=profile.price_per_s,
         )
-        Task.objects.filter(pk=task_id).update(
-            state=TaskState.LEASED,
-            attempts=attempts + 1,
-            version=version + 1,
-            current_attempt=attempt,
-        )
+        insert_row(attempt)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE jobs_task SET state = %s, attempts = %s, version = %s, "
+                "current_attempt_id = %s WHERE id = %s",
+                [TaskState.LEASED, attempts + 1, version + 1, attempt.pk, task_id],
+            )
         event_append(
             stream=f"task:{task_id}",
             type="TaskClaimed",
@@ -171,7 +181,13 @@ def task_claim(*, profile: NodeProfile) -> Lease | None:
 
 def _mark_job_running(job_id: int) -> None:
     # Compare-and-set: of two first claims on one job's tasks, one moves it and writes the event.
-    if Job.objects.filter(pk=job_id, state=JobState.QUEUED).update(state=JobState.RUNNING):
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE jobs_job SET state = %s WHERE id = %s AND state = %s",
+            [JobState.RUNNING, job_id, JobState.QUEUED],
+        )
+        won = cursor.rowcount == 1
+    if won:
         event_append(
             stream=f"job:{job_id}", type="JobStarted", actor="system", payload={"job_id": job_id}
         )

@@ -9,8 +9,9 @@ when its attempts are spent. Idempotent: a second run finds nothing to do.
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from jobs import billing
@@ -68,10 +69,14 @@ def leases_reap(*, now: datetime | None = None) -> int:
 def leases_reclaim_offline(node_ids: list[int]) -> None:
     """Offline hook: the nodes left service; every lease they held goes back to the queue.
 
-    Runs inside the nodes reaper's transaction."""
+    Runs inside the transaction that moved them (one of the reaper's batches)."""
+    nodes: Any = node_ids
+    if connection.vendor == "postgresql":
+        # One array parameter rather than one per node: a reaper's batch has thousands.
+        nodes = RawSQL("SELECT unnest(%s::bigint[])", (list(node_ids),))
     lost = list(
         Attempt.objects.select_for_update(skip_locked=True)
-        .filter(state__in=ACTIVE_ATTEMPT_STATES, node_id__in=node_ids)
+        .filter(state__in=ACTIVE_ATTEMPT_STATES, node_id__in=nodes)
         .values_list("id", flat=True)
     )
     _lose(lost, reason="node_offline", now=timezone.now())

@@ -73,8 +73,3 @@ def account_ensure(*, code: str, kind: str, owner_id: int | None = None) -> Acco
 
 def system_account(code: str) -> Account:
     return account_ensure(code=code, kind=_KIND_OF_SYSTEM[code])
-
-
-def accounts_by_code(codes: list[str]) -> dict[str, Account]:
-    """Several existing accounts in one query (the settlement's hot path)."""
-    return {a.code: a for a in Account.objects.filter(code__in=codes)}

@@ -10,7 +10,7 @@ order. On SQLite, writers are serialised (BEGIN IMMEDIATE), ids follow commit or
 sealed id is the horizon.
 """
 
-from collections.abc import Iterator
+import bisect
 from dataclasses import dataclass
 
 from django.db import connection, transaction
@@ -18,13 +18,14 @@ from django.utils import timezone
 
 from ledger.canonical import canonical_json, sha256_hex
 from ledger.models import Event, EventSeal, SealBatch
+from ledger.projections import LoggedEvent, logged_events
 
 GENESIS = "0" * 64
 # pg_advisory_xact_lock key: one sealer at a time, so a double-fired beat seals nothing twice.
 _SEAL_LOCK_KEY = 0x5EA1
 
 
-def event_digest(event: Event) -> bytes:
+def event_digest(event: Event | LoggedEvent) -> bytes:
     """Every column that carries meaning, in a fixed form."""
     return canonical_json(
         [
@@ -41,7 +42,7 @@ def event_digest(event: Event) -> bytes:
     )
 
 
-def link_hash(previous: str, event: Event) -> str:
+def link_hash(previous: str, event: Event | LoggedEvent) -> str:
     return sha256_hex(previous.encode() + b"\n" + event_digest(event))
 
 
@@ -136,41 +137,93 @@ def chain_head() -> str:
     return last.head_hash if last else GENESIS
 
 
-def _seals_in_order(chunk: int = 5000) -> Iterator[EventSeal]:
-    return EventSeal.objects.select_related("event").order_by("seq").iterator(chunk_size=chunk)
+class ChainCheck:
+    """The chain recomputed while the log is read once in id order (ledger.projections
+    .logged_events(with_seals=True)), beside the projections' replay: `apply` each event with
+    its seal, then `finish` for the problems, one line each, in seal order.
+
+    Each seal's hash must be sha256(the previous seal's stored hash || its event). Seals follow
+    ids except where a late commit was sealed in a later pass: a seal whose predecessor has not
+    been read yet waits for it (a handful, so memory stays flat). A gap in the seqs is a missing
+    seal; the seal after it is checked against the last seal before it, as a reader walking the
+    chain would. The check goes on from each stored hash, so one rewritten event is reported
+    once, not cascaded.
+    """
+
+    _UNSEALED_SHOWN = 20
+
+    def __init__(self) -> None:
+        self.last = SealBatch.objects.order_by("-id").first()
+        self.found: list[tuple[int, int, str]] = []  # (seq, 0 missing | 1 mismatch, line)
+        self.unclaimed: dict[int, str] = {}  # seq → its stored hash, until seq + 1 uses it
+        self.waiting: dict[int, tuple[str, LoggedEvent]] = {}  # seq → (hash, event) for seq - 1
+        self.last_seq = 0
+        self.unsealed: list[int] = []
+
+    def _below_horizon(self, event: LoggedEvent) -> bool:
+        if self.last is None:
+            return False
+        if _is_postgres():
+            return event.txid is not None and event.txid < (self.last.horizon_txid or 0)
+        return event.id <= (self.last.last_event_id or 0)
+
+    def _check(self, seq: int, previous: str, stored: str, event: LoggedEvent) -> None:
+        if link_hash(previous, event) != stored:
+            self.found.append(
+                (
+                    seq,
+                    1,
+                    f"chain: event {event.id} ({event.stream}@{event.version} {event.type}) "
+                    f"does not match seal #{seq}: it was changed after it was sealed",
+                )
+            )
+
+    def apply(self, event: LoggedEvent, seq: int | None, stored: str | None) -> None:
+        if seq is None or stored is None:
+            if len(self.unsealed) < self._UNSEALED_SHOWN and self._below_horizon(event):
+                self.unsealed.append(event.id)
+            return
+        self.last_seq = max(self.last_seq, seq)
+        previous = GENESIS if seq == 1 else self.unclaimed.pop(seq - 1, None)
+        if previous is None:
+            self.waiting[seq] = (stored, event)
+        else:
+            self._check(seq, previous, stored, event)
+        follower = self.waiting.pop(seq + 1, None)
+        if follower is None:
+            self.unclaimed[seq] = stored
+        else:
+            self._check(seq + 1, stored, *follower)
+
+    def finish(self) -> list[str]:
+        # What still waits comes after a gap: check it against the last seal before the gap.
+        before = sorted(self.unclaimed)
+        for seq in sorted(self.waiting):
+            stored, event = self.waiting[seq]
+            at = bisect.bisect_left(before, seq)
+            gap_from = before[at - 1] + 1 if at else 1
+            self.found.append((seq, 0, f"chain: seal #{gap_from} is missing (next is #{seq})"))
+            self._check(seq, self.unclaimed[before[at - 1]] if at else GENESIS, stored, event)
+        problems = [line for _, _, line in sorted(self.found)]
+        if self.last is None:
+            return problems
+        # The last seal's hash: no seal follows it, so it is never claimed.
+        head = self.unclaimed.get(self.last_seq, GENESIS)
+        if self.last.head_hash != head:
+            problems.append(
+                f"chain: head {self.last.head_hash[:16]} of batch {self.last.id} is not the last "
+                f"seal's hash {head[:16]}"
+            )
+        problems.extend(
+            f"chain: event {event_id} is below the sealed horizon but not sealed"
+            for event_id in self.unsealed
+        )
+        return problems
 
 
 def chain_verify() -> list[str]:
     """Recompute the chain from the events; every difference is one line of the answer."""
-    problems: list[str] = []
-    previous = GENESIS
-    expected_seq = 1
-    for seal in _seals_in_order():
-        if seal.seq != expected_seq:
-            problems.append(f"chain: seal #{expected_seq} is missing (next is #{seal.seq})")
-            expected_seq = seal.seq
-        recomputed = link_hash(previous, seal.event)
-        if recomputed != seal.hash:
-            event = seal.event
-            problems.append(
-                f"chain: event {event.id} ({event.stream}@{event.version} {event.type}) "
-                f"does not match seal #{seal.seq}: it was changed after it was sealed"
-            )
-        # Go on from the stored hash so one rewritten event is reported once, not cascaded.
-        previous = seal.hash
-        expected_seq += 1
-    last = SealBatch.objects.order_by("-id").first()
-    if last is None:
-        return problems
-    if last.head_hash != previous:
-        problems.append(
-            f"chain: head {last.head_hash[:16]} of batch {last.id} is not the last "
-            f"seal's hash {previous[:16]}"
-        )
-    if _is_postgres():
-        skipped = Event.objects.filter(seal__isnull=True, txid__lt=last.horizon_txid)
-    else:
-        skipped = Event.objects.filter(seal__isnull=True, id__lte=last.last_event_id)
-    for event_id in skipped.values_list("id", flat=True)[:20]:
-        problems.append(f"chain: event {event_id} is below the sealed horizon but not sealed")
-    return problems
+    check = ChainCheck()
+    for event, seq, stored in logged_events(with_seals=True):
+        check.apply(event, seq, stored)
+    return check.finish()

@@ -10,7 +10,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from ledger import quotes
@@ -146,9 +146,32 @@ def known_regions(when: datetime | None = None) -> list[str]:
     return sorted(rules_at(when).regions)
 
 
-def book_at(when: datetime | None = None) -> PriceBook:
-    """Just the book row: the settlement's hot path needs only its fee, one query."""
-    return _book_at(when or timezone.now())
+# The book in force at a moment (one parameter): the latest `effective_from` at or before it.
+BOOK_IN_FORCE_SQL = (
+    "FROM ledger_pricebook b WHERE b.effective_from <= %s ORDER BY b.effective_from DESC LIMIT 1"
+)
+
+
+@dataclass(frozen=True)
+class Fee:
+    version: int
+    platform_fee_bps: int
+
+
+def fee_at(when: datetime) -> Fee:
+    """The platform fee of the book in force at `when` and that book's version: all a
+    settlement needs of it, in one hand-written statement (every task pays it)."""
+    if timezone.is_naive(when):
+        raise ValueError("fee_at needs a timezone-aware datetime")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT b.id, b.platform_fee_bps {BOOK_IN_FORCE_SQL}",
+            [connection.ops.adapt_datetimefield_value(when)],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise NoRulesInForce(f"no price book is in force at {when.isoformat()}")
+    return Fee(version=row[0], platform_fee_bps=row[1])
 
 
 def price_book_copy(*, source: PriceBook, effective_from: datetime, name: str = "") -> PriceBook:

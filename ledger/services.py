@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F, Max, Q, Sum
+from django.db.models import Max, Sum
 from django.utils import timezone
 
-from ledger import registry
+from ledger import registry, writes
 from ledger.canonical import canonical_json, sha256_hex
 from ledger.errors import (
     IdempotencyConflict,
@@ -40,6 +40,18 @@ def _fingerprint(stream: str, type: str, payload: dict[str, Any]) -> str:
     return sha256_hex(canonical_json({"stream": stream, "type": type, "payload": payload}))
 
 
+def _fingerprint_around(type: str, payload: dict[str, Any]) -> tuple[bytes, bytes]:
+    """The canonical bytes `_fingerprint` hashes, before and after the stream's JSON string.
+
+    Sorted keys put the stream between the payload and the type, so events of one type and one
+    payload need one serialisation: the fingerprint of stream s is
+    sha256(before + canonical_json(s) + after)."""
+    return (
+        b'{"payload":' + canonical_json(payload) + b',"stream":',
+        b',"type":' + canonical_json(type) + b"}",
+    )
+
+
 def event_append(
     *,
     stream: str,
@@ -48,6 +60,7 @@ def event_append(
     actor: str,
     expected_version: int | None = None,
     idempotency_key: str | None = None,
+    key_checked: bool = False,
 ) -> Event:
     """Append one event to `stream`.
 
@@ -55,11 +68,17 @@ def event_append(
     fails with VersionConflict if anyone appended since; without it the event goes at the end.
     With `idempotency_key`: the same key with the same payload returns the original event
     (`event.replayed` is True); the same key with anything else raises IdempotencyConflict.
+    `key_checked`: the caller has just found the key unused, under a lock that orders its
+    twins, so it is not looked up again (the unique index still refuses a duplicate).
     """
     _require_transaction("event_append")
     event_type = registry.validate(type, payload)
     fingerprint = _fingerprint(stream, type, payload)
-    if idempotency_key is not None:
+    if (
+        idempotency_key is not None
+        and not key_checked
+        and writes.event_id_by_key(idempotency_key) is not None
+    ):
         original = Event.objects.filter(idempotency_key=idempotency_key).first()
         if original is not None:
             if original.fingerprint != fingerprint:
@@ -68,13 +87,9 @@ def event_append(
                 )
             original.replayed = True
             return original
-    if expected_version is None:
-        current = Event.objects.filter(stream=stream).aggregate(v=Max("version"))["v"] or 0
-    else:
-        current = expected_version
     event = Event(
         stream=stream,
-        version=current + 1,
+        version=None if expected_version is None else expected_version + 1,
         type=type,
         schema_version=event_type.schema_version,
         payload=payload,
@@ -83,7 +98,7 @@ def event_append(
         fingerprint=fingerprint,
     )
     try:
-        event.save(force_insert=True)
+        writes.event_insert(event)
     except IntegrityError as exc:
         # The transaction is unusable on PostgreSQL after this; the caller's atomic block rolls
         # back and nothing of the request is written.
@@ -92,8 +107,9 @@ def event_append(
             raise IdempotencyConflict(
                 f"idempotency key {idempotency_key!r} is being used by a concurrent request"
             ) from None
+        seen = "its end" if expected_version is None else f"version {expected_version}"
         raise VersionConflict(
-            f"stream {stream} moved past version {current} while this change was being made"
+            f"stream {stream} moved past {seen} while this change was being made"
         ) from None
     event.replayed = False
     return event
@@ -134,17 +150,20 @@ def events_append_bulk(events: Sequence[NewEvent]) -> int:
     # A set-based caller passes one payload object for every event of a kind: validate (and
     # serialise) each object once, not once per event. `events` holds every payload alive, so
     # no id is reused within the loop.
-    prepared: dict[tuple[str, int], tuple[int, str]] = {}
+    prepared: dict[tuple[str, int], tuple[int, str, bytes, bytes]] = {}
     rows = []
     for new in events:
         key = (new.type, id(new.payload))
         if key not in prepared:
             event_type = registry.validate(new.type, new.payload)
-            prepared[key] = (event_type.schema_version, json.dumps(new.payload))
-        schema_version, payload_json = prepared[key]
-        rows.append(
-            (new, schema_version, payload_json, _fingerprint(new.stream, new.type, new.payload))
-        )
+            prepared[key] = (
+                event_type.schema_version,
+                json.dumps(new.payload),
+                *_fingerprint_around(new.type, new.payload),
+            )
+        schema_version, payload_json, before, after = prepared[key]
+        fingerprint = sha256_hex(before + canonical_json(new.stream) + after)
+        rows.append((new, schema_version, payload_json, fingerprint))
     try:
         if connection.vendor == "postgresql" and len(rows) >= _COPY_FROM:
             _copy_events(rows)
@@ -192,6 +211,46 @@ def _copy_events(rows: list[tuple[NewEvent, int, str, str]]) -> None:
                     now,
                 )
             )
+
+
+def events_insert_sql(
+    *, source: str, type: str, payloads: dict[str, dict[str, Any]], stream_prefix: str, actor: str
+) -> tuple[str, list[Any]]:
+    """PostgreSQL: an `INSERT INTO ledger_event … SELECT` that appends one event per row of
+    `source`, for a set-based transition that changes its rows and records them in one statement.
+
+    `source` names a relation (a CTE of the same statement) with the columns `id`, `version` and
+    `key`: the event goes to stream `<stream_prefix><id>` at `version` (the caller's, bumped on its
+    row by compare-and-set), with the payload `payloads[key]`. Each payload is validated and
+    serialised once, here; the fingerprint is computed by PostgreSQL from the same canonical
+    bytes `_fingerprint` hashes (ids are integers: their JSON is their digits). Returns the SQL
+    and its parameters; a (stream, version) collision raises IntegrityError from the statement,
+    as `events_append_bulk` would.
+    """
+    if canonical_json(stream_prefix)[1:-1].decode() != stream_prefix:
+        raise ValueError(f"stream prefix {stream_prefix!r} would need escaping in JSON")
+    values, params = [], []
+    for key, payload in payloads.items():
+        event_type = registry.validate(type, payload)
+        before, after = _fingerprint_around(type, payload)
+        values.append("(%s::text, %s::jsonb, %s::integer, %s::text, %s::text)")
+        params += [
+            key,
+            json.dumps(payload),
+            event_type.schema_version,
+            (before + b'"' + stream_prefix.encode()).decode(),
+            (b'"' + after).decode(),
+        ]
+    table = connection.ops.quote_name(Event._meta.db_table)
+    sql = (
+        f"INSERT INTO {table} ({', '.join(_COPY_COLUMNS)}) "  # noqa: S608 - model names
+        "SELECT %s::text || src.id, src.version, %s, p.schema_version, p.payload, %s, "
+        "encode(sha256(convert_to(p.before || src.id || p.after, 'UTF8')), 'hex'), %s "
+        f"FROM {source} AS src "
+        f"JOIN (VALUES {', '.join(values)}) AS p(key, payload, schema_version, before, after) "
+        "ON p.key = src.key"
+    )
+    return sql, [stream_prefix, type, actor, timezone.now(), *params]
 
 
 def stream_version(stream: str) -> int:
@@ -289,10 +348,7 @@ def _move_balances(legs: Sequence[Leg]) -> None:
             if delta < 0 and not account.allow_negative:
                 _check_derived_floor(account)
             continue
-        changed = Account.objects.filter(
-            Q(allow_negative=True) | Q(balance__gte=-delta), id=account_id
-        ).update(balance=F("balance") + delta)
-        if changed != 1:
+        if not writes.balance_add(account_id, delta):
             transaction.set_rollback(True)
             raise InsufficientFunds(
                 f"account {by_id[account_id].code} cannot go below zero (needs {-delta})"
@@ -318,6 +374,7 @@ def entry_post(
     actor: str,
     expected_version: int | None = None,
     idempotency_key: str | None = None,
+    key_checked: bool = False,
 ) -> Entry:
     """Record a balanced entry: its event (with the postings in the payload), postings, balances.
 
@@ -338,14 +395,11 @@ def entry_post(
         actor=actor,
         expected_version=expected_version,
         idempotency_key=idempotency_key,
+        key_checked=key_checked,
     )
     if event.replayed:
         return Entry.objects.get(event=event)
-    entry = Entry.objects.create(event=event, kind=kind, created_at=event.recorded_at)
-    Posting.objects.bulk_create(
-        Posting(entry=entry, account=leg.account, amount=leg.amount, currency=leg.account.currency)
-        for leg in legs
-    )
+    entry = writes.entry_insert(event=event, kind=kind, legs=legs)
     _move_balances(legs)
     return entry
 

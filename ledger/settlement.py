@@ -18,14 +18,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
-from ledger import quotes
+from ledger import quotes, writes
 from ledger.accounts import (
     REVENUE,
     account_ensure,
-    accounts_by_code,
     available_code,
     earnings_code,
     job_held_code,
@@ -33,7 +32,15 @@ from ledger.accounts import (
 )
 from ledger.errors import DomainError, IdempotencyConflict, InsufficientFunds
 from ledger.models import Account, AccountKind, Entry, Event
-from ledger.pricing import DEFAULT_JOB_KIND, Rules, book_at, rules_version
+from ledger.pricing import (
+    BOOK_IN_FORCE_SQL,
+    DEFAULT_JOB_KIND,
+    Fee,
+    NoRulesInForce,
+    Rules,
+    fee_at,
+    rules_version,
+)
 from ledger.services import Leg, entry_post, event_append
 
 
@@ -188,8 +195,11 @@ def attempt_settle(
     with transaction.atomic(savepoint=False):
         # Serialises every settlement of this job, so a twin fired concurrently waits here and
         # then finds the first one's event below instead of failing on the unique key.
-        held = Account.objects.select_for_update().filter(code=job_held_code(job_id)).first()
-        original = Event.objects.filter(idempotency_key=key).first()
+        when = priced_at or timezone.now()
+        held, settled_id, book = _lock_hold(job_id=job_id, key=key, when=when)
+        original = (
+            Event.objects.filter(idempotency_key=key).first() if settled_id is not None else None
+        )
         if original is not None:
             if any(original.payload[name] != inputs[name] for name in _SETTLE_INPUTS):
                 raise IdempotencyConflict(
@@ -199,8 +209,6 @@ def attempt_settle(
         if held is not None and held.owner_id != submitter_id:
             raise DomainError(f"job {job_id}'s hold belongs to another submitter")
         held_before = held.balance if held is not None else 0
-        when = priced_at or timezone.now()
-        book = book_at(when)
         billed = quotes.billed_ms(runtime_ms=runtime_ms, timeout_ms=timeout_ms)
         cost = quotes.cost_minor(price_per_s_minor=price_per_s_minor, billed_ms=billed)
         charged = min(cost, held_before) if charge else 0
@@ -216,7 +224,7 @@ def attempt_settle(
             "fee_minor": split.fee,
             "operator_minor": split.operator,
             "fee_bps": book.platform_fee_bps,
-            "book_version": book.pk,
+            "book_version": book.version,
             "priced_at": when.isoformat(),
             # Descriptive only (the price already carries them); blank when the caller has none.
             "tier": tier or "",
@@ -232,10 +240,11 @@ def attempt_settle(
                 actor=actor,
                 expected_version=0,
                 idempotency_key=key,
+                key_checked=True,
             )
             return None
         codes = [earnings_code(operator_id), REVENUE]
-        found = accounts_by_code(codes)
+        found = writes.accounts_read(codes)
         earnings = found.get(codes[0]) or account_ensure(
             code=codes[0], kind=AccountKind.EARNINGS, owner_id=operator_id
         )
@@ -254,7 +263,35 @@ def attempt_settle(
             payload=payload,
             actor=actor,
             idempotency_key=key,
+            key_checked=True,
         )
+
+
+_HOLD_LOCK = f"""
+SELECT {", ".join(f"h.{c}" for c in writes.ACCOUNT_COLUMNS)},
+       (SELECT b.id {BOOK_IN_FORCE_SQL}), (SELECT b.platform_fee_bps {BOOK_IN_FORCE_SQL})
+  FROM ledger_account h WHERE h.code = %s
+"""  # noqa: S608 - column names are ours
+
+
+def _lock_hold(*, job_id: int, key: str, when: datetime) -> tuple[Account | None, int | None, Fee]:
+    """Lock the job's hold, reading the fee of the book in force at `when` in the same
+    statement; then whether this settlement's key is taken. That lookup must be a statement of
+    its own: one that waited for the lock still reads with the snapshot it started with, and
+    would miss the twin it waited for."""
+    sql = _HOLD_LOCK + (" FOR UPDATE OF h" if connection.features.has_select_for_update else "")
+    at = connection.ops.adapt_datetimefield_value(when)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [at, at, job_held_code(job_id)])
+        row = cursor.fetchone()
+    settled_id = writes.event_id_by_key(key)
+    if row is None:  # nothing was ever held for this job
+        return None, settled_id, fee_at(when)
+    columns = len(writes.ACCOUNT_COLUMNS)
+    book_id, fee_bps = row[columns:]
+    if book_id is None:
+        raise NoRulesInForce(f"no price book is in force at {when.isoformat()}")
+    return writes.account_from_row(row[:columns]), settled_id, Fee(book_id, fee_bps)
 
 
 @dataclass(frozen=True)
@@ -372,13 +409,14 @@ def hold_release(*, job_id: int, submitter_id: int, actor: str) -> Entry | None:
     _require("job_id", job_id, minimum=1)
     _require("submitter_id", submitter_id, minimum=1)
     with transaction.atomic(savepoint=False):
-        held = Account.objects.select_for_update().filter(code=job_held_code(job_id)).first()
+        held = writes.account_lock(job_held_code(job_id))
         if held is None or held.balance == 0:
             return None
         if held.owner_id != submitter_id:
             raise DomainError(f"job {job_id}'s hold belongs to another submitter")
-        available = account_ensure(
-            code=available_code(submitter_id), kind=AccountKind.AVAILABLE, owner_id=submitter_id
+        code = available_code(submitter_id)
+        available = writes.accounts_read([code]).get(code) or account_ensure(
+            code=code, kind=AccountKind.AVAILABLE, owner_id=submitter_id
         )
         return entry_post(
             kind="release",

@@ -4,9 +4,8 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ledger.chain import chain_verify
-from ledger.models import Event
-from ledger.projections import projections
+from ledger.chain import ChainCheck
+from ledger.projections import logged_events, projections
 
 
 @dataclass
@@ -22,18 +21,24 @@ class VerifyReport:
 def verify_ledger(
     *, check_chain: bool = True, progress: Callable[[int], None] | None = None
 ) -> VerifyReport:
+    """One pass over the log in id order, as plain values: each event is folded into the chain
+    check (with its seal) and into every projection; then the chain's problems, then each
+    projection's diff against the live tables."""
     report = VerifyReport()
-    if check_chain:
-        report.problems.extend(chain_verify())
+    chain = ChainCheck() if check_chain else None
     active = projections()
     for projection in active:
         projection.reset()
-    for event in Event.objects.order_by("id").iterator(chunk_size=5000):
+    for event, seq, stored in logged_events(with_seals=check_chain):
+        if chain is not None:
+            chain.apply(event, seq, stored)
         for projection in active:
             projection.apply(event)
         report.events += 1
         if progress is not None and report.events % 100_000 == 0:
             progress(report.events)
+    if chain is not None:
+        report.problems.extend(chain.finish())
     for projection in active:
         report.problems.extend(projection.diff())
     return report

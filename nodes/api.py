@@ -1,6 +1,8 @@
 """The nodes API: operators manage their nodes, agents heartbeat. Thin: validate, one service,
 serialize."""
 
+import dataclasses
+
 from django.conf import settings
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
@@ -146,4 +148,6 @@ class AgentHeartbeatApi(APIView):
             lease_tokens=data.validated_data["leases"],
             capabilities=data.validated_data["capabilities"],
         )
-        return Response(HeartbeatOut(reply).data)
+        # The reply is plain values already (HeartbeatOut documents it): every agent sends
+        # this request, so it is not run through a serializer again.
+        return Response(dataclasses.asdict(reply))

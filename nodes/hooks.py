@@ -13,8 +13,9 @@ Offline hook: `fn(node_ids)`, called with the ids of nodes that just left servic
 offline (reaper), were quarantined or were retired. It runs inside the transaction that moved
 them, so "the node is out" and "its leases are back in the queue" commit together or not at all,
 and a crash between the two cannot leave an offline node holding leases. Keep it set-based (one
-UPDATE … WHERE node_id IN …): the reaper may pass 100k ids. An exception rolls the transition
-back, and the reaper tries again on its next run.
+UPDATE … WHERE node_id IN …): the reaper passes up to one batch of ids (nodes.services.liveness
+REAP_BATCH, thousands) per call. An exception rolls that batch's transition back, and the reaper
+tries again on its next run.
 """
 
 from collections.abc import Callable, Sequence

@@ -145,7 +145,11 @@ def reseed() -> None:
 
 @pytest.fixture(autouse=True)
 def _seeded(request: pytest.FixtureRequest) -> None:
-    """pytest-django runs transactional tests after all others: re-seed before each of them."""
+    """pytest-django runs transactional tests after all others: re-seed before each of them.
+    Every test starts with no spot price remembered from another test's database."""
+    from jobs import billing
+
+    billing._spot_cache.clear()
     marker = request.node.get_closest_marker("django_db")
     transactional = "transactional_db" in request.fixturenames or (
         marker is not None and marker.kwargs.get("transaction")

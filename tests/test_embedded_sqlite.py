@@ -1,12 +1,7 @@
 """The embedded default: several processes writing one SQLite file, as the demo's hub, worker
 and beat do, never hit "database is locked", and the books still verify."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.embedded import embedded_migrated, run
 
 WRITER = """
 import os, sys
@@ -26,32 +21,8 @@ for i in range(40):
 """
 
 
-def run(args: list[str], env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, *args],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
 def test_concurrent_writers_share_the_sqlite_file(tmp_path):
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in {"DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL"}
-    }
-    env.update(
-        {
-            "COMPUTEPOOL_VAR_DIR": str(tmp_path),
-            "DEBUG": "1",
-            "DJANGO_SETTINGS_MODULE": "computepool.settings",
-        }
-    )
-    migrate = run(["manage.py", "migrate", "--noinput"], env)
-    assert migrate.wait(120) == 0, migrate.stderr.read()
+    env = embedded_migrated(tmp_path)
     writers = [run(["-c", WRITER, str(i)], env) for i in range(3)]
     for writer in writers:
         assert writer.wait(120) == 0, writer.stderr.read()
@@ -106,20 +77,7 @@ print(job.state, report.ok, report.problems)
 
 
 def test_the_job_path_runs_on_the_embedded_sqlite(tmp_path):
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in {"DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL"}
-    }
-    env.update(
-        {
-            "COMPUTEPOOL_VAR_DIR": str(tmp_path),
-            "DEBUG": "1",
-            "DJANGO_SETTINGS_MODULE": "computepool.settings",
-        }
-    )
-    migrate = run(["manage.py", "migrate", "--noinput"], env)
-    assert migrate.wait(120) == 0, migrate.stderr.read()
+    env = embedded_migrated(tmp_path)
     flow = run(["-c", JOB_FLOW], env)
     assert flow.wait(120) == 0, flow.stderr.read()
     assert flow.stdout.read().strip() == "succeeded True []"

@@ -9,9 +9,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
 
-from ledger.services import NewEvent, events_append_bulk
+from ledger.errors import VersionConflict
+from ledger.services import NewEvent, events_append_bulk, events_insert_sql
 from nodes.models import Node
 
 
@@ -66,6 +67,60 @@ def transition_due(
     with connection.cursor() as cursor:
         cursor.execute(sql, [to_state, stamp, from_state, stamp])
         return cursor.fetchall()
+
+
+def transition_due_logged(
+    *,
+    from_states: Sequence[str],
+    to_state: str,
+    deadline: str,
+    now: datetime,
+    reason: str,
+    actor: str,
+    limit: int,
+) -> list[int]:
+    """PostgreSQL: `transition_due` and its events in one statement, for at most `limit` nodes.
+
+    Picks and locks the due rows (`FOR UPDATE SKIP LOCKED`: a row another transaction holds — a
+    heartbeat, a second reaper — is left to it; a row changed since the statement began is read
+    again and must still be due), moves them, bumps each one's `event_version`, and appends its
+    NodeStateChanged event at that version with the payload {"from": <the state it was locked
+    in>, "to": to_state, "reason": reason}; nothing of it passes through Python. The UPDATE finds
+    its rows by primary key (`= ANY(ARRAY(…))`), not by joining the table: a join would scan the
+    whole table once per batch. Returns the ids of the nodes that moved.
+    """
+    table = connection.ops.quote_name(Node._meta.db_table)
+    id_, state, version = _column("id"), _column("state"), _column("event_version")
+    insert, insert_params = events_insert_sql(
+        source="moved_from",
+        type="NodeStateChanged",
+        payloads={s: {"from": s, "to": to_state, "reason": reason} for s in from_states},
+        stream_prefix="node:",
+        actor=actor,
+    )
+    stamp = _prepared("state_changed_at", now)
+    live = ", ".join(["%s"] * len(from_states))
+    sql = (
+        f"WITH due AS (SELECT {id_} AS id, {state} AS state FROM {table} "  # noqa: S608
+        f"WHERE {state} IN ({live}) AND {_column(deadline)} < %s "
+        "LIMIT %s FOR UPDATE SKIP LOCKED), "
+        f"moved AS (UPDATE {table} SET {state} = %s, "
+        f"{_column('state_changed_at')} = %s, {version} = {version} + 1 "
+        f"WHERE {id_} = ANY(ARRAY(SELECT id FROM due)) AND {state} IN ({live}) "
+        f"RETURNING {id_} AS id, {version} AS version), "
+        "moved_from AS (SELECT moved.id, moved.version, due.state AS key "
+        "FROM moved JOIN due ON due.id = moved.id), "
+        f"appended AS ({insert}) "
+        "SELECT id FROM moved"
+    )
+    params = [*from_states, stamp, limit, to_state, stamp, *from_states, *insert_params]
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return [row[0] for row in cursor.fetchall()]
+    except IntegrityError:
+        transaction.set_rollback(True)
+        raise VersionConflict("a node stream moved while its transition was written") from None
 
 
 def append_node_events(

@@ -10,18 +10,28 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
+from computepool.rawsql import db_param
 from ledger.services import NewEvent, events_append_bulk
 from nodes.errors import NodeStateConflict
 from nodes.hooks import heartbeat_contributions, notify_offline
 from nodes.models import LIVE_STATES, Node, NodeState
-from nodes.services.cas import append_node_events, cas_update, transition_due
+from nodes.services.cas import (
+    append_node_events,
+    cas_update,
+    transition_due,
+    transition_due_logged,
+)
 from nodes.services.lifecycle import node_capabilities_update
 from nodes.services.quarantine import Rule, node_quarantine
 
 REAPER = "system:reaper"
+# Nodes moved per transaction by the reaper on PostgreSQL: short transactions, and a bounded list
+# of ids for the offline hook.
+REAP_BATCH = 20_000
+_MISSED = "missed_heartbeats"
 _CAS_ATTEMPTS = 5
 
 # The state an agent's reported status asks for.
@@ -102,6 +112,30 @@ def _beat(
     """One attempt at recording the beat against the state we believe the node is in."""
     degraded_after, offline_after = deadlines(now)
     throttled = any(gpu.get("throttled") for gpu in gpus)
+    frozen = node.state in _FROZEN
+    target = node.state if frozen else _STATUS_TARGET[status]
+    # An episode is the start of throttling, not every throttled sample: a GPU that throttles
+    # for ten minutes is one event, not twenty.
+    episode = throttled and not node.throttled and not frozen
+    if target == node.state and not episode:
+        # The hot path: one hand-written statement, guarded by the state we read at
+        # authentication.
+        ops = connection.ops
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE nodes_node SET last_heartbeat_at = %s, degraded_after = %s, "
+                "offline_after = %s, load = %s, gpu_state = %s, throttled = %s "
+                "WHERE id = %s AND state = %s",
+                [db_param(now), db_param(degraded_after), db_param(offline_after),
+                 ops.adapt_json_value(load, None), ops.adapt_json_value(gpus, None), throttled,
+                 node.pk, node.state],
+            )  # fmt: skip
+            changed = cursor.rowcount
+        if changed:
+            node.throttled = throttled
+        return changed == 1
+
+    # The same columns as the hot path's statement, plus what the transition changes.
     sets: dict[str, Any] = {
         "last_heartbeat_at": now,
         "degraded_after": degraded_after,
@@ -110,18 +144,6 @@ def _beat(
         "gpu_state": gpus,
         "throttled": throttled,
     }
-    frozen = node.state in _FROZEN
-    target = node.state if frozen else _STATUS_TARGET[status]
-    # An episode is the start of throttling, not every throttled sample: a GPU that throttles
-    # for ten minutes is one event, not twenty.
-    episode = throttled and not node.throttled and not frozen
-    if target == node.state and not episode:
-        # The hot path: one statement, guarded by the state we read at authentication.
-        changed = Node.objects.filter(pk=node.pk, state=node.state).update(**sets)
-        if changed:
-            node.throttled = throttled
-        return changed == 1
-
     events: list[tuple[str, dict[str, Any]]] = []
     if target != node.state:
         sets.update(state=target, state_changed_at=now)
@@ -165,18 +187,52 @@ class ReapResult(NamedTuple):
 
 def nodes_reap(*, now: datetime | None = None) -> ReapResult:
     """Move silent nodes on: online → degraded past `degraded_after`; online, degraded or
-    draining → offline past `offline_after`. Set-based compare-and-set, one transaction, one
-    event per move; a second run at the same moment finds nothing due and writes nothing.
+    draining → offline past `offline_after`. Set-based compare-and-set with one event per move;
+    a second run at the same moment finds nothing due and writes nothing.
 
     Offline first: a node past both deadlines goes straight to offline (one event), and the
-    degraded pass then no longer sees it.
+    degraded pass then no longer sees it. On PostgreSQL each pass moves at most REAP_BATCH nodes
+    per transaction, their events written by the same statement (`transition_due_logged`), and
+    the offline hook runs in each batch's transaction with that batch's nodes; elsewhere (the
+    embedded SQLite) everything is one transaction.
     """
     now = now or timezone.now()
+    if connection.vendor == "postgresql":
+        return _reap_batched(now)
+    return _reap_at_once(now)
+
+
+def _reap_batched(now: datetime) -> ReapResult:
+    def drain(from_states: tuple[str, ...], to_state: str, deadline: str) -> int:
+        moved = 0
+        while True:
+            with transaction.atomic():
+                ids = transition_due_logged(
+                    from_states=from_states,
+                    to_state=to_state,
+                    deadline=deadline,
+                    now=now,
+                    reason=_MISSED,
+                    actor=REAPER,
+                    limit=REAP_BATCH,
+                )
+                if to_state == NodeState.OFFLINE:
+                    notify_offline(ids)
+            moved += len(ids)
+            if len(ids) < REAP_BATCH:
+                return moved
+
+    offline = drain(LIVE_STATES, NodeState.OFFLINE, "offline_after")
+    degraded = drain((NodeState.ONLINE,), NodeState.DEGRADED, "degraded_after")
+    return ReapResult(degraded=degraded, offline=offline)
+
+
+def _reap_at_once(now: datetime) -> ReapResult:
     events: list[NewEvent] = []
     offline: list[int] = []
     with transaction.atomic():
         for from_state in LIVE_STATES:
-            payload = {"from": from_state, "to": NodeState.OFFLINE, "reason": "missed_heartbeats"}
+            payload = {"from": from_state, "to": NodeState.OFFLINE, "reason": _MISSED}
             for node_id, version in transition_due(
                 from_state=from_state,
                 to_state=NodeState.OFFLINE,
@@ -187,11 +243,7 @@ def nodes_reap(*, now: datetime | None = None) -> ReapResult:
                 events.append(
                     NewEvent(f"node:{node_id}", version, "NodeStateChanged", payload, REAPER)
                 )
-        payload = {
-            "from": NodeState.ONLINE,
-            "to": NodeState.DEGRADED,
-            "reason": "missed_heartbeats",
-        }
+        payload = {"from": NodeState.ONLINE, "to": NodeState.DEGRADED, "reason": _MISSED}
         degraded = transition_due(
             from_state=NodeState.ONLINE,
             to_state=NodeState.DEGRADED,

@@ -7,6 +7,10 @@ fails, the tail of every process's log is attached to the report.
 
 Use it from a test marked `e2e`, `postgres` and `django_db(transaction=True)`: the processes
 see only what the test commits.
+
+`private_postgres`, requested before `live_stack`, moves the test's database to a PostgreSQL
+cluster of the test's own (tests/e2e/pgcluster.py), which the test may then restart: the live
+stack follows the test process's connection there.
 """
 
 import contextlib
@@ -25,6 +29,8 @@ from urllib.parse import quote
 
 import pytest
 import requests
+
+from tests.e2e.pgcluster import PrivateCluster, find_bindir, free_port, sweep_orphans
 
 ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
@@ -149,12 +155,6 @@ class LiveStack:
         return "\n".join(out)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _redis_base() -> str | None:
     url = os.environ.get("CELERY_BROKER_URL") or os.environ.get("REDIS_URL") or ""
     if not url.startswith("redis://"):
@@ -189,6 +189,45 @@ def _database_url(settings_dict: dict) -> str:
 
 
 @pytest.fixture
+def private_postgres(transactional_db, tmp_path: Path) -> Iterator[PrivateCluster]:
+    """The test database, on a cluster of this test's own: created and migrated there (as
+    `manage.py migrate` does, seed data included), with the test process's connection pointed at
+    it, so that a `live_stack` requested afterwards runs hub, worker and beat on it too. The
+    test may stop, crash and restart it (`PrivateCluster.stop/start/restart`) without touching
+    the shared server. Afterwards the connection points back at the shared test database and
+    the cluster is stopped and removed, whatever happened."""
+    from django.core.management import call_command
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("a private cluster stands in for PostgreSQL")
+    bindir = find_bindir()
+    if bindir is None:
+        message = "no initdb/pg_ctl found (set PG_BINDIR) for a private PostgreSQL cluster"
+        if os.environ.get("REQUIRE_POSTGRES") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    settings = connection.settings_dict
+    shared = {key: settings.get(key) for key in ("HOST", "PORT")}
+    superuser = settings.get("USER") or "postgres"  # trust auth: its password is not asked
+    sweep_orphans()
+    cluster = PrivateCluster(bindir, tmp_path / "postgres.log", superuser=superuser)
+    try:
+        started = time.monotonic()
+        cluster.create()
+        cluster.create_database(settings["NAME"])
+        connection.close()
+        settings.update(HOST=cluster.host, PORT=str(cluster.port))
+        call_command("migrate", interactive=False, verbosity=0)
+        cluster.setup_s = time.monotonic() - started
+        yield cluster
+    finally:
+        connection.close()
+        settings.update(shared)
+        cluster.destroy()
+
+
+@pytest.fixture
 def live_stack(transactional_db, tmp_path: Path) -> Iterator[LiveStack]:
     from django.db import connection
 
@@ -204,7 +243,7 @@ def live_stack(transactional_db, tmp_path: Path) -> Iterator[LiveStack]:
     except Exception as exc:  # any failure to reach it is a reason to skip, with its message
         pytest.skip(f"Redis at {base} is not reachable: {exc}")
     db = _claim_redis_db(base)
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
     env.setdefault("DJANGO_SETTINGS_MODULE", "computepool.settings")
     env.update(FAST)

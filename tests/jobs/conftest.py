@@ -48,6 +48,25 @@ def job_body(**overrides: Any) -> dict[str, Any]:
     return body
 
 
+def submit_job(user_id: int, slices: int):
+    """A `true` script job submitted through the service (no HTTP): the concurrency proofs'."""
+    from jobs.serializers import JobIn
+    from jobs.submission import job_submit
+
+    data = JobIn(
+        data={
+            "kind": "script",
+            "script": "true",
+            "slices": slices,
+            "timeout_s": 60,
+            "price_ceiling": 500,
+            "max_attempts": 3,
+        }
+    )
+    data.is_valid(raise_exception=True)
+    return job_submit(submitter_id=user_id, data=data.validated_data).job
+
+
 def claim(client, wait: float = 0):
     return client.post("/api/v1/agent/claim", {"wait": wait}, format="json")
 

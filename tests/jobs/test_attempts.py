@@ -112,6 +112,23 @@ def test_an_expired_lease_is_reaped_requeued_and_fenced(leased, bob):
     assert verify_ledger(check_chain=False).ok
 
 
+def test_a_node_that_lost_a_task_gets_it_back_only_when_no_other_took_it(leased, settings):
+    _, _, agent, lost = leased
+    Attempt.objects.update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    assert leases_reap() == 1
+    task = Task.objects.get()
+    # Past its backoff, but a fleet of one must not strand it: the loser is passed over only
+    # for the grace period.
+    Task.objects.update(available_at=timezone.now() - timedelta(seconds=1))
+    settings.JOB_EXCLUSION_GRACE_S = 60
+    assert claim(agent).status_code == 204
+    Task.objects.update(available_at=timezone.now() - timedelta(seconds=61))
+    again = claim(agent)
+    assert again.status_code == 200 and again.json()["attempt_id"] != lost["attempt_id"]
+    task.refresh_from_db()
+    assert task.state == "leased" and task.attempts == 2
+
+
 def test_the_last_lost_attempt_fails_the_task_and_releases_the_hold(submitter, bob):
     job_id = submitter.post("/api/v1/jobs/", job_body(max_attempts=1), format="json").json()["id"]
     _, agent = online_node(bob)

@@ -14,12 +14,10 @@ from jobs.errors import StaleLease
 from jobs.leases import leases_reap
 from jobs.models import Attempt, Job, Task
 from jobs.node_profile import profile_for
-from jobs.serializers import JobIn
-from jobs.submission import job_submit
 from ledger.models import Event
 from ledger.verify import verify_ledger
 from nodes.models import Node
-from tests.jobs.conftest import CREDITS, fund, online_node
+from tests.jobs.conftest import CREDITS, fund, online_node, submit_job
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -27,26 +25,11 @@ CLAIMERS = 32
 JOBS, SLICES = 20, 100  # 2,000 tasks
 
 
-def submit(user_id: int, slices: int) -> Job:
-    data = JobIn(
-        data={
-            "kind": "script",
-            "script": "true",
-            "slices": slices,
-            "timeout_s": 60,
-            "price_ceiling": 500,
-            "max_attempts": 3,
-        }
-    )
-    data.is_valid(raise_exception=True)
-    return job_submit(submitter_id=user_id, data=data.validated_data).job
-
-
 def test_32_claimers_lease_every_task_exactly_once(alice, bob):
     fund(alice, 100_000_000 * CREDITS)
-    jobs = [submit(alice.pk, SLICES) for _ in range(JOBS)]
+    jobs = [submit_job(alice.pk, SLICES) for _ in range(JOBS)]
     nodes = [online_node(bob, name=f"rig-{i}")[0] for i in range(CLAIMERS)]
-    doomed = submit(alice.pk, 50)  # cancelled before anyone may run it
+    doomed = submit_job(alice.pk, 50)  # cancelled before anyone may run it
     job_cancel(job=doomed, actor="test")
     stale_rejected = Counter()
     errors: list[BaseException] = []

@@ -1,6 +1,8 @@
 """Small builders for ledger tests."""
 
-from django.db import transaction
+import threading
+
+from django.db import connection, transaction
 
 from ledger.models import Account
 from ledger.registry import STR, register
@@ -32,3 +34,41 @@ def append(stream: str, memo: str = "x", **kwargs):
         return event_append(
             stream=stream, type="TestNoted", actor="test", payload={"memo": memo}, **kwargs
         )
+
+
+def rewrite_as_superuser(statement: str, table: str) -> None:
+    """PostgreSQL: run `statement` with `table`'s own triggers off, as a superuser tampering with
+    the log would, then turn them back on."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")
+        cursor.execute(statement)
+        cursor.execute(
+            "SELECT tgname FROM pg_trigger WHERE tgrelid = %s::regclass AND NOT tgisinternal",
+            [table],
+        )
+        for (name,) in cursor.fetchall():
+            cursor.execute(f"ALTER TABLE {table} ENABLE ALWAYS TRIGGER {name}")
+
+
+def race(n: int, work, *, start_s: float = 10, join_s: float = 30) -> list[object]:
+    """Run `work(i)` in n threads, each with its own connection, released together; each
+    thread's result or exception. A thread still running after `join_s` fails the test."""
+    barrier = threading.Barrier(n)
+    results: list[object] = [None] * n
+
+    def run(i: int) -> None:
+        try:
+            barrier.wait(timeout=start_s)
+            results[i] = work(i)
+        except Exception as exc:  # the race's loser raises; the test asserts on it
+            results[i] = exc
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=join_s)
+    assert not any(t.is_alive() for t in threads), "a worker hung (deadlock?)"
+    return results

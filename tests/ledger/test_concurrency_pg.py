@@ -1,37 +1,13 @@
 """Two real connections racing on PostgreSQL."""
 
-import threading
-
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 
 from ledger.errors import ConflictError, VersionConflict
 from ledger.models import Event
-from tests.ledger.helpers import append
+from tests.ledger.helpers import append, race
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
-
-
-def race(n: int, work) -> list[object]:
-    """Run `work(i)` in n threads, released together; each thread's result or exception."""
-    barrier = threading.Barrier(n)
-    results: list[object] = [None] * n
-
-    def run(i: int) -> None:
-        try:
-            barrier.wait(timeout=10)
-            results[i] = work(i)
-        except Exception as exc:  # the race's loser raises; we collect it
-            results[i] = exc
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
-    return results
 
 
 def test_two_writers_at_one_version_exactly_one_wins():

@@ -1,11 +1,9 @@
 """Sixteen real connections settling attempts and cashing out against the same accounts."""
 
-import threading
 from collections import defaultdict
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from ledger.accounts import REVENUE, available_code, cashout_code, earnings_code, job_held_code
@@ -15,6 +13,7 @@ from ledger.pricing import price_book_copy
 from ledger.services import account_balance
 from ledger.verify import verify_ledger
 from tests.ledger.economy_helpers import balance, grant, hold, request_cashout, settle
+from tests.ledger.helpers import race
 
 pytestmark = [
     pytest.mark.postgres,
@@ -26,29 +25,6 @@ WORKERS = 16
 JOBS = [1, 2, 3, 4]
 HOLD = 2_000_000
 CASHOUT = 10_000  # ₹1.00 under the test book's minimum
-
-
-def race(n: int, work) -> list[object]:
-    """Run `work(i)` in n threads, released together; each thread's results or exception."""
-    barrier = threading.Barrier(n)
-    results: list[object] = [None] * n
-
-    def run(i: int) -> None:
-        try:
-            barrier.wait(timeout=20)
-            results[i] = work(i)
-        except Exception as exc:  # collected and asserted on below
-            results[i] = exc
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    assert not any(t.is_alive() for t in threads), "a worker hung (deadlock?)"
-    return results
 
 
 def test_concurrent_settlements_and_cashouts_lose_nothing(alice, bob, mallory):
@@ -82,7 +58,7 @@ def test_concurrent_settlements_and_cashouts_lose_nothing(alice, bob, mallory):
                 done["refused"] += 1
         return done
 
-    results = race(WORKERS, work)
+    results = race(WORKERS, work, start_s=20, join_s=120)
     failures = [r for r in results if isinstance(r, Exception)]
     assert not failures, failures
 
@@ -126,7 +102,7 @@ def test_the_same_settlement_fired_sixteen_times_moves_money_once(alice, bob):
     def work(i: int):
         return settle(alice, bob, job_id=77, attempt_id=7700, price=100, runtime_ms=10_000).pk
 
-    results = race(WORKERS, work)
+    results = race(WORKERS, work, start_s=20, join_s=120)
     assert all(isinstance(r, int) for r in results), results
     assert len(set(results)) == 1
     assert balance(job_held_code(77)) == 1_000_000 - 1_000
@@ -147,7 +123,7 @@ def test_sixteen_cashouts_against_one_balance_never_overdraw(alice, bob):
     def work(i: int):
         return request_cashout(bob, CASHOUT).pk
 
-    results = race(WORKERS, work)
+    results = race(WORKERS, work, start_s=20, join_s=120)
     granted = [r for r in results if isinstance(r, int)]
     refused = [r for r in results if isinstance(r, InsufficientFunds)]
     assert len(granted) == 5 and len(refused) == WORKERS - 5, results

@@ -1,9 +1,17 @@
 import pytest
 from django.db import transaction
 
+from ledger.canonical import canonical_json, sha256_hex
 from ledger.errors import IdempotencyConflict, ImmutableRecord, InvalidEvent, VersionConflict
 from ledger.models import Event
-from ledger.services import event_append
+from ledger.services import (
+    NewEvent,
+    _fingerprint,
+    _fingerprint_around,
+    event_append,
+    events_append_bulk,
+    events_insert_sql,
+)
 from tests.ledger.helpers import append
 
 pytestmark = pytest.mark.django_db
@@ -88,3 +96,37 @@ def test_the_model_refuses_updates_and_deletes():
     with pytest.raises(ImmutableRecord):
         Event.objects.all().delete()
     assert Event.objects.get(pk=event.pk).actor == "test"
+
+
+@pytest.mark.parametrize(
+    ("stream", "payload"),
+    [
+        ("node:7", {"from": "online", "to": "offline", "reason": "missed_heartbeats"}),
+        ('transfer:ünï-"q"', {"memo": "naïve ☃ \\ \n", "postings": [["a", -1, "CRD"]]}),
+        ("job:1", {"z": {"b": 1, "a": [1.5, None, True]}, "a": ""}),
+    ],
+)
+def test_a_fingerprint_is_the_same_taken_whole_or_around_the_stream(stream, payload):
+    before, after = _fingerprint_around("T", payload)
+    assert sha256_hex(before + canonical_json(stream) + after) == _fingerprint(stream, "T", payload)
+
+
+def test_bulk_events_carry_the_fingerprint_of_their_stream_type_and_payload():
+    payload = {"from": "online", "to": "offline", "reason": "missed_heartbeats"}
+    for count in (3, 600):  # 600: through COPY on PostgreSQL
+        streams = [f"node:{count}-{i}" for i in range(count)]
+        with transaction.atomic():
+            events_append_bulk(
+                [NewEvent(s, 1, "NodeStateChanged", payload, "test") for s in streams]
+            )
+        rows = Event.objects.filter(stream__in=streams).values_list("stream", "fingerprint")
+        assert len(rows) == count
+        for stream, fingerprint in rows:
+            assert fingerprint == _fingerprint(stream, "NodeStateChanged", payload)
+
+
+def test_the_sql_append_refuses_a_stream_prefix_that_json_would_escape():
+    with pytest.raises(ValueError, match="escaping"):
+        events_insert_sql(
+            source="moved", type="NodeStateChanged", payloads={}, stream_prefix='no"de:', actor="t"
+        )

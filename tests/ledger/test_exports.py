@@ -10,6 +10,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection, transaction
 from django.utils import timezone
 
+from ledger import exports
 from ledger.cashouts import cashout_mark_paid
 from ledger.chain import chain_head, chain_seal
 from ledger.errors import ImmutableRecord
@@ -78,6 +79,23 @@ def test_a_cashout_is_exported_once(cashouts, alice, bob):
     assert second.count == 1
     assert list(second.lines.values_list("cashout_id", flat=True)) == [later.pk]
     assert first.lines.count() == 2
+    assert verify_ledger().ok
+
+
+def test_lines_written_a_batch_at_a_time_give_the_hashed_bytes(cashouts, alice, bob, monkeypatch):
+    """Lines are stored a batch at a time while the cashouts are still being read (COPY between
+    two fetches on PostgreSQL), and the CSV is hashed as they are written: the download, made
+    from the stored lines, must give exactly those bytes."""
+    monkeypatch.setattr(exports, "_BATCH", 2)
+    earn(alice, bob, MIN * 3, job_id=9002)
+    extra = [approved_cashout(bob, MIN) for _ in range(3)]
+    start, end = period()
+    export = cashout_export_create(period_from=start, period_to=end, actor="user:carol")
+    assert export.count == 5
+    assert hashlib.sha256(csv_bytes(export)).hexdigest() == export.sha256
+    lines = export.lines.order_by("position").values_list("position", "cashout_id")
+    assert [p for p, _ in lines] == [1, 2, 3, 4, 5]
+    assert [c for _, c in lines][2:] == [c.pk for c in extra]
     assert verify_ledger().ok
 
 

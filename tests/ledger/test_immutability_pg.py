@@ -6,7 +6,7 @@ from django.db import DatabaseError, connection, transaction
 
 from ledger.chain import chain_seal
 from ledger.models import Account, Event, Posting
-from tests.ledger.helpers import append, funded
+from tests.ledger.helpers import append, funded, rewrite_as_superuser
 
 # transaction=True: the sealer seals only committed events.
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -58,24 +58,12 @@ def test_the_database_refuses_an_unbalanced_entry_at_commit():
     assert Posting.objects.count() == 2
 
 
-def _rewrite_as_superuser(statement: str, table: str) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")
-        cursor.execute(statement)
-        cursor.execute(
-            "SELECT tgname FROM pg_trigger WHERE tgrelid = %s::regclass AND NOT tgisinternal",
-            [table],
-        )
-        for (name,) in cursor.fetchall():
-            cursor.execute(f"ALTER TABLE {table} ENABLE ALWAYS TRIGGER {name}")
-
-
 def test_verify_catches_an_event_rewritten_with_the_triggers_disabled(capsys):
     funded("alice:available", 1000)
     target = append("job:1", memo="the truth")
     chain_seal()
     call_command("verify_ledger")
-    _rewrite_as_superuser(
+    rewrite_as_superuser(
         f"UPDATE ledger_event SET payload = jsonb_set(payload, '{{memo}}', '\"a lie\"') "
         f"WHERE id = {target.id}",
         "ledger_event",
@@ -89,7 +77,7 @@ def test_verify_catches_an_event_rewritten_with_the_triggers_disabled(capsys):
 def test_verify_catches_a_posting_rewritten_with_the_triggers_disabled(capsys):
     funded("alice:available", 1000)
     chain_seal()
-    _rewrite_as_superuser(
+    rewrite_as_superuser(
         "UPDATE ledger_posting SET amount = 999999 WHERE amount = 1000", "ledger_posting"
     )
     with pytest.raises(CommandError):
@@ -110,7 +98,7 @@ def test_verify_catches_a_balance_column_that_drifted(capsys):
 def test_verify_catches_an_event_that_was_never_sealed(capsys):
     append("job:1")
     chain_seal()
-    _rewrite_as_superuser("DELETE FROM ledger_eventseal", "ledger_eventseal")
+    rewrite_as_superuser("DELETE FROM ledger_eventseal", "ledger_eventseal")
     with pytest.raises(CommandError):
         call_command("verify_ledger")
     assert "below the sealed horizon but not sealed" in capsys.readouterr().err

@@ -1,12 +1,7 @@
 """The nodes' hand-written SQL (UPDATE … RETURNING, the decay's elapsed seconds) also runs on
 the embedded SQLite default, where the demo's reaper and decay run."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.embedded import embedded_migrated, run
 
 SCRIPT = """
 import os, sys
@@ -38,40 +33,15 @@ print("problems", [p for p in verify_ledger(check_chain=False).problems if p.sta
 
 
 def test_it_reaps_and_decays_on_the_embedded_sqlite(tmp_path):
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in {"DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL"}
-    }
-    env.update(
-        {
-            "COMPUTEPOOL_VAR_DIR": str(tmp_path),
-            "DEBUG": "1",
-            "NODE_HEARTBEAT_INTERVAL_S": "30",
-            "NODE_HEARTBEAT_GRACE_S": "5",
-            "NODE_RELIABILITY_HALF_LIFE_H": "168",
-        }
+    env = embedded_migrated(
+        tmp_path,
+        NODE_HEARTBEAT_INTERVAL_S="30",
+        NODE_HEARTBEAT_GRACE_S="5",
+        NODE_RELIABILITY_HALF_LIFE_H="168",
     )
-    env.setdefault("DJANGO_SETTINGS_MODULE", "computepool.settings")
-    migrate = subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert migrate.returncode == 0, migrate.stderr
-    result = subprocess.run(
-        [sys.executable, "-c", SCRIPT],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == [
+    script = run(["-c", SCRIPT], env)
+    assert script.wait(120) == 0, script.stderr.read()
+    assert script.stdout.read().splitlines() == [
         "degraded (3, 0)",
         "offline (0, 3)",
         "again (0, 0)",

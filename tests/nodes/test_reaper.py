@@ -6,12 +6,15 @@ from pathlib import Path
 
 import pytest
 import time_machine
-from django.db import transaction
+from django.db import connection, transaction
 
+from ledger import registry
 from ledger.models import Event
+from ledger.services import _fingerprint
+from ledger.verify import verify_ledger
 from nodes import hooks
 from nodes.models import Node, NodeState
-from nodes.services import Rule, node_quarantine, nodes_reap
+from nodes.services import Rule, liveness, node_quarantine, nodes_reap
 from nodes.tasks import reap
 from tests.conftest import client_with_key
 from tests.nodes.conftest import Statements, beat, node_events, register_node
@@ -135,6 +138,37 @@ def test_it_rolls_the_transition_back_when_the_offline_hook_fails(online):
     assert states(online) == ["online"] * 3
     assert not Event.objects.filter(actor="system:reaper").exists()
     assert nodes_reap(now=T0 + timedelta(seconds=96)).offline == 3
+
+
+def test_its_events_carry_the_fingerprint_of_an_appended_event_and_verify(online):
+    nodes_reap(now=T0 + timedelta(seconds=36))
+    nodes_reap(now=T0 + timedelta(seconds=96))
+    events = Event.objects.filter(actor="system:reaper")
+    assert events.count() == 6
+    for event in events:
+        assert event.fingerprint == _fingerprint(event.stream, event.type, event.payload)
+        assert event.schema_version == registry.get(event.type).schema_version
+        assert (event.txid is not None) == (connection.vendor == "postgresql")
+    assert verify_ledger().problems == []
+
+
+@pytest.mark.postgres
+def test_it_moves_a_fleet_larger_than_a_batch_a_batch_per_transaction(pg, online, monkeypatch):
+    monkeypatch.setattr(liveness, "REAP_BATCH", 2)
+    calls: list[tuple[int, bool]] = []
+
+    def count(node_ids):
+        calls.append((len(node_ids), transaction.get_connection().in_atomic_block))
+
+    hooks.register_offline_hook(count)
+    try:
+        assert nodes_reap(now=T0 + timedelta(seconds=96)) == (0, 3)
+    finally:
+        hooks.unregister(count)
+    assert calls == [(2, True), (1, True)]
+    assert states(online) == ["offline"] * 3
+    assert sorted(Node.objects.values_list("event_version", flat=True)) == [3, 3, 3]
+    assert Event.objects.filter(actor="system:reaper").count() == 3
 
 
 def test_it_runs_as_many_statements_for_a_large_fleet_as_a_small_one(bob, settings):

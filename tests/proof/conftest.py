@@ -23,8 +23,13 @@ from rest_framework.test import APIClient
 
 from tests.conftest import client_with_key, key_for
 
-# The live stack (real hub, worker and beat), with its log tails on failure: the chaos proof.
-from tests.e2e.conftest import live_stack, pytest_runtest_makereport  # noqa: F401
+# The live stack (real hub, worker and beat), with its log tails on failure, on a PostgreSQL
+# cluster of its own that the chaos proof restarts.
+from tests.e2e.conftest import (  # noqa: F401
+    live_stack,
+    private_postgres,
+    pytest_runtest_makereport,
+)
 from tests.jobs.conftest import CREDITS, fund, job_body
 from tests.nodes.conftest import beat, register_node
 

@@ -23,12 +23,10 @@ from django.db import connection, connections
 
 from jobs.cancellation import job_cancel
 from jobs.models import Attempt, Job, Task
-from jobs.serializers import JobIn
-from jobs.submission import job_submit
 from ledger.accounts import available_code
 from ledger.models import Account, Event
 from ledger.verify import verify_ledger
-from tests.jobs.conftest import CREDITS, fund, online_node
+from tests.jobs.conftest import CREDITS, fund, online_node, submit_job
 from tests.proof import claimers
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -44,21 +42,6 @@ FUNDS = 10**9 * CREDITS
 # The children's settings: no retry backoff (a requeued task is claimable at once, so the run is
 # short) and no price cache shared across processes.
 OVERRIDES = {"JOB_RETRY_BACKOFF_S": 0}
-
-
-def submit(user_id: int, slices: int) -> Job:
-    data = JobIn(
-        data={
-            "kind": "script",
-            "script": "true",
-            "slices": slices,
-            "timeout_s": 60,
-            "price_ceiling": 500,
-            "max_attempts": 3,
-        }
-    )
-    data.is_valid(raise_exception=True)
-    return job_submit(submitter_id=user_id, data=data.validated_data).job
 
 
 def connection_headroom() -> int:
@@ -131,10 +114,10 @@ def test_it_leases_runs_and_settles_every_task_exactly_once(alice, capsys):
 
     fund(alice, FUNDS)
     jobs = [
-        submit(alice.pk, min(SLICES_PER_JOB, TASKS - start))
+        submit_job(alice.pk, min(SLICES_PER_JOB, TASKS - start))
         for start in range(0, TASKS, SLICES_PER_JOB)
     ]
-    doomed = submit(alice.pk, 50)  # cancelled before anyone may run it
+    doomed = submit_job(alice.pk, 50)  # cancelled before anyone may run it
     job_cancel(job=doomed, actor="test")
     operators = [user_create(username=f"op-{i}", roles=["operator"]) for i in range(CLAIMERS)]
     nodes = [online_node(op, name=f"rig-{i}")[0] for i, op in enumerate(operators)]

@@ -1,0 +1,124 @@
+"""The hot path in this process, without HTTP: CPU per request of the reference, heartbeat,
+complete and claim through Django's test client (the whole middleware and DRF stack), the
+PostgreSQL backend's CPU per request beside it, and the statements each one sends.
+
+Single-threaded and unloaded by any server, so the figures are the code's own cost: the place to
+look before and after a change to the hot path (`--profile complete` for a cProfile).
+
+    .venv/bin/python -m bench.inprocess [--requests 300] [--profile claim] [--show-sql]
+"""
+
+import argparse
+import cProfile
+import json
+import os
+import pstats
+import time
+from pathlib import Path
+
+from bench import common
+
+
+def backend_cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--profile", choices=("reference", "heartbeat", "complete", "claim"))
+    parser.add_argument("--sort", default="cumulative", help="pstats order for --profile")
+    parser.add_argument("--show-sql", action="store_true", help="print each request's statements")
+    parser.add_argument("--name", default="inprocess", help="database suffix")
+    args = parser.parse_args()
+    common.banner("hot path in process: CPU per request through the test client")
+    n = args.requests
+    db = common.create_db(args.name)
+    common.django_setup(db)
+    _, keys = common.seed_nodes(8, operator_ids=common.operators(1))
+    user_id, _ = common.submitter()
+    common.submit_jobs(user_id, 2 * n // 10 + 20, slices=10)
+
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    client = Client()
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {keys[0]}"}
+
+    def post(path: str, body: dict) -> dict:
+        response = client.post(path, data=json.dumps(body), content_type="application/json", **auth)
+        if response.status_code != 200:
+            raise RuntimeError(f"{path}: {response.status_code} {response.content[:200]!r}")
+        return response.json()
+
+    def reference() -> None:
+        post("/bench/ref", {"status": "available"})
+
+    def heartbeat() -> None:
+        post("/api/v1/agent/heartbeat", common.HEARTBEAT_BODY)
+
+    def claim() -> dict:
+        return post("/api/v1/agent/claim", {"wait": 0})
+
+    def complete(lease: dict) -> None:
+        post(
+            f"/api/v1/agent/attempts/{lease['attempt_id']}/complete",
+            {"lease_token": lease["lease_token"], "exit_code": 0, "stdout_tail": "ok\n"},
+        )
+
+    for _ in range(5):  # warm: imports, prepared statements, caches
+        complete(claim())
+        heartbeat()
+        reference()
+    counts = {}
+    for name, call in (
+        ("reference", reference),
+        ("heartbeat", heartbeat),
+        ("claim", claim),
+        ("complete", lambda: complete(claim())),
+    ):
+        with CaptureQueriesContext(connection) as queries:
+            call()
+        sql = [q["sql"] for q in queries.captured_queries]
+        if name == "complete":
+            sql = sql[next(i for i, q in enumerate(sql) if q == "COMMIT") + 1 :]  # not the claim
+        counts[name] = len(sql)
+        if args.show_sql:
+            print(f"\n{name}: {len(sql)} statements (BEGIN and COMMIT included)")
+            for statement in sql:
+                print("   ", " ".join(statement.split())[:150])
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    leases = [claim() for _ in range(n)]
+    cases = {
+        "reference": lambda i: reference(),
+        "heartbeat": lambda i: heartbeat(),
+        "complete": lambda i: complete(leases[i]),
+        "claim": lambda i: claim(),
+    }
+    rows = []
+    for name, call in cases.items():
+        profiler = cProfile.Profile() if args.profile == name else None
+        cpu0, pg0 = time.process_time(), backend_cpu(pid)
+        if profiler:
+            profiler.enable()
+        for i in range(n):
+            call(i)
+        if profiler:
+            profiler.disable()
+        cpu, pg = time.process_time() - cpu0, backend_cpu(pid) - pg0
+        rows.append([name, counts[name], f"{1000 * cpu / n:.2f}", f"{1000 * pg / n:.2f}"])
+        if profiler:
+            print(f"\ncProfile of {n} × {name} ({args.sort}):")
+            pstats.Stats(profiler).sort_stats(args.sort).print_stats(40)
+    print()
+    common.table(rows, ["request", "statements", "hub CPU ms/request", "PG backend CPU ms/request"])
+    common.close_django_connections()
+    common.drop_db(db)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""The log's and the books' row writes as hand-written statements.
+
+Every task pays for several of these (its events, its settlement's entry and postings, the
+balances it moves, the accounts it reads). The ORM built each statement anew per call, and that
+building was the largest item in every hot-path profile (docs/benchmarks.md §7). The rows and
+the checks are the ORM's: values go through the backend's own adapters, so SQLite (the embedded
+default) stores exactly what the ORM would, and the models come back through `from_db`.
+"""
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from django.db import connection
+
+from ledger.models import Account, Entry, Event
+
+if TYPE_CHECKING:
+    from ledger.services import Leg
+
+_EVENT_COLUMNS = (
+    "stream, type, schema_version, payload, actor, idempotency_key, fingerprint, recorded_at, "
+    "version"
+)
+_EVENT_INSERT = (
+    f"INSERT INTO ledger_event ({_EVENT_COLUMNS}) "  # noqa: S608 - column names are ours
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id, version"
+)
+_EVENT_APPEND = (
+    f"INSERT INTO ledger_event ({_EVENT_COLUMNS}) "  # noqa: S608 - column names are ours
+    "SELECT %s, %s, %s, %s, %s, %s, %s, %s, COALESCE(MAX(version), 0) + 1 "
+    "FROM ledger_event WHERE stream = %s RETURNING id, version"
+)
+_ENTRY_INSERT = (
+    "INSERT INTO ledger_entry (event_id, kind, created_at) VALUES (%s, %s, %s) RETURNING id"
+)
+_POSTING_INSERT = "INSERT INTO ledger_posting (entry_id, account_id, amount, currency) VALUES "
+# The row lock and the floor check in one statement: two concurrent debits can never both pass
+# a check made on a stale read.
+_BALANCE_MOVE = (
+    "UPDATE ledger_account SET balance = balance + %s "
+    "WHERE id = %s AND (allow_negative OR balance >= %s)"
+)
+ACCOUNT_COLUMNS = (
+    "id", "code", "kind", "owner_id", "currency", "balance", "allow_negative", "projected",
+)  # fmt: skip
+_ACCOUNT_SELECT = f"SELECT {', '.join(ACCOUNT_COLUMNS)} FROM ledger_account WHERE code"  # noqa: S608
+
+
+def _saved(instance, pk: int) -> None:
+    instance.pk = pk
+    instance._state.adding = False
+    instance._state.db = connection.alias
+
+
+def event_insert(event: Event) -> None:
+    """INSERT `event` and set its id. PostgreSQL's trigger stamps the txid, as for the ORM.
+
+    With no `version`, the event goes at the end of its stream: the version is read in the
+    same statement (a concurrent append to the stream collides on the unique version, as it
+    would after a separate read), and set on `event`."""
+    ops = connection.ops
+    values = [
+        event.stream,
+        event.type,
+        event.schema_version,
+        ops.adapt_json_value(event.payload, None),
+        event.actor,
+        event.idempotency_key,
+        event.fingerprint,
+        ops.adapt_datetimefield_value(event.recorded_at),
+    ]
+    with connection.cursor() as cursor:
+        if event.version is None:
+            cursor.execute(_EVENT_APPEND, [*values, event.stream])
+        else:
+            cursor.execute(_EVENT_INSERT, [*values, event.version])
+        event_id, event.version = cursor.fetchone()
+        _saved(event, event_id)
+
+
+def event_id_by_key(idempotency_key: str) -> int | None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id FROM ledger_event WHERE idempotency_key = %s", [idempotency_key])
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
+def entry_insert(*, event: Event, kind: str, legs: "Sequence[Leg]") -> Entry:
+    """The entry row of `event` and its postings (two statements, whatever the legs)."""
+    entry = Entry(event=event, kind=kind, created_at=event.recorded_at)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _ENTRY_INSERT,
+            [event.pk, kind, connection.ops.adapt_datetimefield_value(entry.created_at)],
+        )
+        _saved(entry, cursor.fetchone()[0])
+        params: list = []
+        for leg in legs:
+            params += [entry.pk, leg.account.pk, leg.amount, leg.account.currency]
+        cursor.execute(_POSTING_INSERT + ", ".join(["(%s, %s, %s, %s)"] * len(legs)), params)
+    return entry
+
+
+def balance_add(account_id: int, delta: int) -> bool:
+    """Add `delta` to a projected balance unless that takes it below its floor (False)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_BALANCE_MOVE, [delta, account_id, -delta])
+        return cursor.rowcount == 1
+
+
+def account_from_row(row: Sequence) -> Account:
+    """An Account from the columns of ACCOUNT_COLUMNS, in that order."""
+    values = list(row)
+    values[6], values[7] = bool(values[6]), bool(values[7])  # SQLite hands back 0/1
+    return Account.from_db(connection.alias, ACCOUNT_COLUMNS, values)
+
+
+def accounts_read(codes: Sequence[str]) -> dict[str, Account]:
+    """The existing accounts among `codes` (no lock)."""
+    if not codes:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"{_ACCOUNT_SELECT} IN ({', '.join(['%s'] * len(codes))})",
+            list(codes),
+        )
+        return {row[1]: account_from_row(row) for row in cursor.fetchall()}
+
+
+def account_lock(code: str) -> Account | None:
+    """The account `code` with its row locked until the transaction ends (PostgreSQL; on SQLite
+    the writer already holds the database), or None if there is none."""
+    sql = f"{_ACCOUNT_SELECT} = %s"
+    if connection.features.has_select_for_update:
+        sql += " FOR UPDATE"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [code])
+        row = cursor.fetchone()
+    return account_from_row(row) if row else None

@@ -1,0 +1,92 @@
+"""Two reapers at once on PostgreSQL, each in its own connection: every node moves once, with one
+event, and its leases' hook sees it once."""
+
+import threading
+from collections import Counter
+from datetime import timedelta
+
+import pytest
+from django.db import connection, transaction
+
+from ledger.models import Event
+from nodes import hooks
+from nodes.models import Node
+from nodes.services import liveness, nodes_reap
+from tests.nodes.test_reaper_scale import T0, seed_silent_nodes
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+SIZE = 3000
+
+
+def test_two_reapers_at_once_move_each_node_once(bob, monkeypatch):
+    seed_silent_nodes(bob.pk, SIZE)
+    monkeypatch.setattr(liveness, "REAP_BATCH", 250)  # many batches, so the two interleave
+    seen: Counter[int] = Counter()
+    lock = threading.Lock()
+
+    def reclaim(node_ids):
+        with lock:
+            seen.update(node_ids)
+
+    results: list[tuple[int, int]] = []
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(2)
+
+    def reaper() -> None:
+        try:
+            barrier.wait(30)
+            results.append(tuple(nodes_reap(now=T0 + timedelta(minutes=5))))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    hooks.register_offline_hook(reclaim)
+    try:
+        threads = [threading.Thread(target=reaper) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+    finally:
+        hooks.unregister(reclaim)
+    assert not errors, errors
+    assert sum(offline for _, offline in results) == SIZE
+    assert all(degraded == 0 for degraded, _ in results)
+    assert set(seen.values()) == {1} and len(seen) == SIZE
+    assert Node.objects.filter(state="offline", event_version=1).count() == SIZE
+    events = Event.objects.filter(stream__startswith="node:", actor="system:reaper")
+    assert events.count() == SIZE
+    assert set(events.values_list("version", flat=True)) == {1}
+    assert nodes_reap(now=T0 + timedelta(minutes=5)) == (0, 0)
+
+
+def test_a_node_whose_row_a_heartbeat_holds_is_left_to_the_heartbeat(bob):
+    seed_silent_nodes(bob.pk, 3)
+    held = Node.objects.order_by("id").first()
+    locked, release = threading.Event(), threading.Event()
+
+    def heartbeat() -> None:
+        """A beat that landed just now: its UPDATE holds the row until it commits."""
+        try:
+            with transaction.atomic():
+                Node.objects.filter(pk=held.pk).update(
+                    offline_after=T0 + timedelta(hours=1), degraded_after=T0 + timedelta(hours=1)
+                )
+                locked.set()
+                release.wait(30)
+        finally:
+            connection.close()
+
+    beat = threading.Thread(target=heartbeat)
+    beat.start()
+    try:
+        assert locked.wait(30)
+        assert nodes_reap(now=T0 + timedelta(minutes=5)) == (0, 2)
+    finally:
+        release.set()
+        beat.join(30)
+    assert Node.objects.get(pk=held.pk).state == "online"
+    assert not Event.objects.filter(stream=f"node:{held.pk}").exists()
+    assert nodes_reap(now=T0 + timedelta(minutes=5)) == (0, 0)  # its deadline moved on
