@@ -91,6 +91,10 @@ def release(*, job_id: int, submitter_id: int | None = None) -> None:
     settlement.hold_release(job_id=job_id, submitter_id=submitter_id, actor="system")
 
 
+def holds_lock(job_ids: set[int]) -> None:
+    settlement.holds_lock(job_ids)
+
+
 def record_outcome(*, node_id: int, success: bool) -> None:
     node_record_outcome(node_id=node_id, success=success, actor="system:jobs")
 

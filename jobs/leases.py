@@ -7,6 +7,7 @@ when its attempts are spent. Idempotent: a second run finds nothing to do.
 """
 
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from django.db import connection, transaction
@@ -60,7 +61,8 @@ def leases_reap(*, now: datetime | None = None) -> int:
                 .order_by("lease_expires_at")
                 .values_list("id", flat=True)[:REAP_BATCH]
             )
-            _lose(lost, reason="lease_expired", now=now)
+            blamed = _lose(lost, reason="lease_expired", now=now)
+        _blame(blamed)
         total += len(lost)
         if len(lost) < REAP_BATCH:
             return total
@@ -79,16 +81,30 @@ def leases_reclaim_offline(node_ids: list[int]) -> None:
         .filter(state__in=ACTIVE_ATTEMPT_STATES, node_id__in=nodes)
         .values_list("id", flat=True)
     )
-    _lose(lost, reason="node_offline", now=timezone.now())
+    blamed = _lose(lost, reason="node_offline", now=timezone.now())
+    if blamed:
+        transaction.on_commit(partial(_blame, blamed))
 
 
-def _lose(attempt_ids: list[int], *, reason: str, now: datetime) -> None:
+def _blame(node_ids: list[int]) -> None:
+    """Count each lost attempt against its node, after the losing transaction committed (as a
+    completion does): the node's row lock, and a quarantine it may set off, are then taken on
+    their own rather than behind the batch's locks, which the node reaper (holding thousands
+    of node rows while it reclaims their leases) would otherwise wait on in the other order."""
+    for node_id in node_ids:
+        billing.record_outcome(node_id=node_id, success=False)
+
+
+def _lose(attempt_ids: list[int], *, reason: str, now: datetime) -> list[int]:
+    """Mark the (locked) attempts lost and settle each at zero. Returns the node of each lost
+    attempt, for the caller to blame once the transaction has committed (`_blame`)."""
     if not attempt_ids:
-        return
+        return []
     Attempt.objects.filter(pk__in=attempt_ids).update(state=AttemptState.LOST, finished_at=now)
-    rows = (
+    rows = list(
         Task.objects.filter(current_attempt_id__in=attempt_ids)
         .select_for_update()
+        .order_by("job_id", "id")
         .values_list(
             "id",
             "job_id",
@@ -100,7 +116,10 @@ def _lose(attempt_ids: list[int], *, reason: str, now: datetime) -> None:
             "current_attempt__node_id",
         )
     )
+    # Every job's hold before the first settlement; then job rows in job order (rows sorted).
+    billing.holds_lock({row[1] for row in rows})
     requeued = False
+    blamed: list[int] = []
     for task_id, job_id, index, attempts, max_attempts, version, attempt_id, node_id in rows:
         spent = attempts >= max_attempts
         changes = {"current_attempt": None, "version": F("version") + 1}
@@ -129,10 +148,11 @@ def _lose(attempt_ids: list[int], *, reason: str, now: datetime) -> None:
             },
         )
         billing.settle(attempt_id=attempt_id, runtime_ms=0, charge=False)
-        billing.record_outcome(node_id=node_id, success=False)
+        blamed.append(node_id)
         if spent:
             job_count_finished(job_id, "tasks_failed", now)
         else:
             requeued = True
     if requeued:
         transaction.on_commit(notify_work)
+    return blamed

@@ -15,7 +15,8 @@ them, so "the node is out" and "its leases are back in the queue" commit togethe
 and a crash between the two cannot leave an offline node holding leases. Keep it set-based (one
 UPDATE … WHERE node_id IN …): the reaper passes up to one batch of ids (nodes.services.liveness
 REAP_BATCH, thousands) per call. An exception rolls that batch's transition back, and the reaper
-tries again on its next run.
+tries again on its next run. Lock no node row in it (see docs/architecture.md, "Lock order"):
+anything done to the nodes themselves goes in `transaction.on_commit`.
 """
 
 from collections.abc import Callable, Sequence

@@ -156,6 +156,32 @@ def test_an_offline_node_loses_its_leases(leased):
     assert Task.objects.get().state == "queued"
 
 
+def test_a_lost_lease_counts_against_its_node_once_the_loss_is_committed(
+    leased, django_capture_on_commit_callbacks
+):
+    from nodes.models import Node
+    from nodes.services import nodes_reap
+
+    _, node, _, _ = leased
+    Attempt.objects.update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    leases_reap()  # its own transaction: blamed right after it
+    assert Node.objects.get(pk=node.pk).consecutive_failures == 1
+    Task.objects.update(available_at=timezone.now(), excluded_nodes="")
+    # The offline hook runs inside the node's transition: blamed when that commits.
+    from jobs.claim import task_claim
+    from jobs.node_profile import profile_for
+
+    assert task_claim(profile=profile_for(Node.objects.get(pk=node.pk))) is not None
+    past = timezone.now() - timedelta(seconds=1)
+    Node.objects.filter(pk=node.pk).update(degraded_after=past, offline_after=past)
+    with django_capture_on_commit_callbacks(execute=False) as pending:
+        nodes_reap()
+    assert Node.objects.get(pk=node.pk).consecutive_failures == 1
+    for callback in pending:
+        callback()
+    assert Node.objects.get(pk=node.pk).consecutive_failures == 2
+
+
 def test_a_job_failure_is_charged_and_not_retried(leased):
     job_id, _, agent, lease = leased
     response = fail(agent, lease, "job", exit_code=3, detail="exit 3")

@@ -1,0 +1,89 @@
+"""The lease reaper's batches against a completion in flight, on PostgreSQL: lock order.
+
+A reaper batch settles lost attempts of many jobs in one transaction. A completion takes its
+job's hold and then, when it finishes the job, the submitter's account. A batch that took the
+holds one job at a time could hold that account (released by a job it had just finished) while
+waiting for the completing job's hold: a deadlock, which PostgreSQL breaks by failing one side.
+"""
+
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+from django.db import connection, transaction
+from django.utils import timezone
+
+from jobs.claim import task_claim
+from jobs.leases import leases_reap
+from jobs.models import Attempt, Job, Task
+from jobs.node_profile import profile_for
+from ledger.accounts import available_code, job_held_code
+from ledger.models import Account
+from ledger.verify import verify_ledger
+from nodes.models import Node
+from tests.jobs.conftest import CREDITS, fund, online_node, submit_job
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+def _someone_waits_on_a_lock(cursor) -> bool:
+    cursor.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+    )
+    return cursor.fetchone()[0] > 0
+
+
+def test_a_reaper_batch_waits_for_a_completion_of_another_job_without_deadlock(alice, bob):
+    fund(alice, 1_000 * CREDITS)
+    ending, completing = submit_job(alice.pk, 1), submit_job(alice.pk, 1)
+    # Losing its only allowed attempt fails `ending`'s task and ends the job, which releases
+    # its hold to alice's account: the shared row.
+    Task.objects.filter(job=ending).update(max_attempts=1)
+    node, _ = online_node(bob)
+    profile = profile_for(Node.objects.get(pk=node.pk))
+    assert task_claim(profile=profile) and task_claim(profile=profile)
+    Attempt.objects.update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+
+    holding = threading.Event()
+    outcome: dict[str, object] = {}
+
+    def completion_of_the_other_job() -> None:
+        # What `completing`'s last completion does, in its order: its hold, then alice's.
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("SET LOCAL lock_timeout = '20s'")
+                cursor.execute(
+                    "SELECT id FROM ledger_account WHERE code = %s FOR UPDATE",
+                    [job_held_code(completing.pk)],
+                )
+                holding.set()
+                deadline = time.monotonic() + 15
+                while not _someone_waits_on_a_lock(cursor):  # the reaper, behind our hold
+                    assert time.monotonic() < deadline, "the reaper never waited on the hold"
+                    time.sleep(0.05)
+                cursor.execute(
+                    "SELECT id FROM ledger_account WHERE code = %s FOR UPDATE",
+                    [available_code(alice.pk)],
+                )
+            outcome["completion"] = "committed"
+        except BaseException as exc:  # reported below
+            outcome["completion"] = exc
+        finally:
+            connection.close()
+
+    other = threading.Thread(target=completion_of_the_other_job)
+    other.start()
+    assert holding.wait(15)
+    try:
+        reaped = leases_reap()
+    finally:
+        other.join(30)
+    assert outcome.get("completion") == "committed", outcome
+    assert reaped == 2
+    assert Job.objects.get(pk=ending.pk).state == "failed"
+    assert Task.objects.get(job=completing).state == "queued"
+    assert Account.objects.get(code=job_held_code(ending.pk)).balance == 0
+    report = verify_ledger(check_chain=False)
+    assert report.ok, report.problems
