@@ -258,6 +258,11 @@ def attempt_complete(
     now = timezone.now()
     runtime = _runtime_ms(fenced, now)
     with transaction.atomic():
+        # The node's reliability in the same commit, and its row first: the reapers and a
+        # quarantine lock nodes before attempts and holds, so taking it after them could wait
+        # on one of those while it waits on us (docs/architecture.md, "Lock order"). A stale
+        # report rolls it back with the rest.
+        billing.record_outcome(node_id=node_id, success=True)
         _cas_set(
             fenced,
             token,
@@ -290,7 +295,6 @@ def attempt_complete(
         job_state = job_count_finished(
             fenced.job_id, "tasks_succeeded", now, submitter_id=fenced.figures.submitter_id
         )
-    billing.record_outcome(node_id=node_id, success=True)
     return Outcome(TaskState.SUCCEEDED, job_state, runtime, charged)
 
 

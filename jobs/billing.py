@@ -64,7 +64,10 @@ def settle(
     *, attempt_id: int, runtime_ms: int, charge: bool, figures: SettleFigures | None = None
 ) -> int:
     """Settle one attempt exactly once; returns what was charged (0 when not charged). Pass the
-    `figures` already read (the completion's fenced read has them) to read nothing more."""
+    `figures` already read (the completion's fenced read has them) to read nothing more.
+
+    Call it only in the transaction that has just ended the attempt (its compare-and-set or
+    its row lock won): that is what makes the settlement `fresh`."""
     f = figures or _figures(attempt_id)
     entry = settlement.attempt_settle(
         attempt_id=attempt_id,
@@ -81,6 +84,7 @@ def settle(
         job_kind=f.kind,
         node_id=f.node_id,
         actor="system:settlement",
+        fresh=True,
     )
     return entry.event.payload["charged_minor"] if entry is not None else 0
 

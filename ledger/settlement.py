@@ -177,8 +177,13 @@ def attempt_settle(
     job_kind: str | None = DEFAULT_JOB_KIND,
     node_id: int | None = None,
     actor: str = "system",
+    fresh: bool = False,
 ) -> Entry | None:
     """Settle one attempt, exactly once (idempotency key `settle:attempt:<id>`).
+
+    `fresh`: the caller moved the attempt out of an active state in this very transaction
+    (compare-and-set or row lock), so it cannot have been settled before and the lookup of an
+    earlier settlement is skipped. The unique idempotency key still stands behind that.
 
     cost = floor(price_per_s_minor * min(runtime_ms, timeout_ms) / 1000), charged only if
     `charge` (an infrastructure failure is not) and never more than is still held for the job.
@@ -216,9 +221,12 @@ def attempt_settle(
         # Serialises every settlement of this job, so a twin fired concurrently waits here and
         # then finds the first one's event below instead of failing on the unique key.
         when = priced_at or timezone.now()
-        held, settled_id, book = _lock_hold(job_id=job_id, key=key, when=when)
+        locked = _lock_hold(job_id=job_id, operator_id=operator_id, key=key, when=when, fresh=fresh)
+        held, book = locked.held, locked.fee
         original = (
-            Event.objects.filter(idempotency_key=key).first() if settled_id is not None else None
+            Event.objects.filter(idempotency_key=key).first()
+            if locked.settled_id is not None
+            else None
         )
         if original is not None:
             if any(original.payload[name] != inputs[name] for name in _SETTLE_INPUTS):
@@ -263,12 +271,10 @@ def attempt_settle(
                 key_checked=True,
             )
             return None
-        codes = [earnings_code(operator_id), REVENUE]
-        found = writes.accounts_read(codes)
-        earnings = found.get(codes[0]) or account_ensure(
-            code=codes[0], kind=AccountKind.EARNINGS, owner_id=operator_id
+        earnings = locked.earnings or account_ensure(
+            code=earnings_code(operator_id), kind=AccountKind.EARNINGS, owner_id=operator_id
         )
-        revenue = found.get(REVENUE) or system_account(REVENUE)
+        revenue = locked.revenue or system_account(REVENUE)
         legs = [Leg(held, -split.cost)]
         if split.operator:
             legs.append(Leg(earnings, split.operator))
@@ -287,31 +293,56 @@ def attempt_settle(
         )
 
 
+def _columns(alias: str) -> str:
+    return ", ".join(f"{alias}.{c}" for c in writes.ACCOUNT_COLUMNS)
+
+
+# The hold (locked), the fee of the book in force, and the two accounts a charge credits (read
+# only: their codes, kinds and flags never change, and their balances move by relative UPDATEs).
 _HOLD_LOCK = f"""
-SELECT {", ".join(f"h.{c}" for c in writes.ACCOUNT_COLUMNS)},
+SELECT {_columns("h")}, {_columns("e")}, {_columns("r")},
        (SELECT b.id {BOOK_IN_FORCE_SQL}), (SELECT b.platform_fee_bps {BOOK_IN_FORCE_SQL})
-  FROM ledger_account h WHERE h.code = %s
+  FROM ledger_account h
+  LEFT JOIN ledger_account e ON e.code = %s
+  LEFT JOIN ledger_account r ON r.code = %s
+ WHERE h.code = %s
 """  # noqa: S608 - column names are ours
 
 
-def _lock_hold(*, job_id: int, key: str, when: datetime) -> tuple[Account | None, int | None, Fee]:
-    """Lock the job's hold, reading the fee of the book in force at `when` in the same
-    statement; then whether this settlement's key is taken. That lookup must be a statement of
-    its own: one that waited for the lock still reads with the snapshot it started with, and
-    would miss the twin it waited for."""
+@dataclass(frozen=True)
+class _Locked:
+    held: Account | None
+    settled_id: int | None
+    fee: Fee
+    earnings: Account | None = None
+    revenue: Account | None = None
+
+
+def _lock_hold(*, job_id: int, operator_id: int, key: str, when: datetime, fresh: bool) -> _Locked:
+    """Lock the job's hold, reading in the same statement the fee of the book in force at
+    `when` and the accounts a charge credits; then whether this settlement's key is taken,
+    unless the caller knows it cannot be (`fresh`). That lookup must be a statement of its own:
+    one that waited for the lock still reads with the snapshot it started with, and would miss
+    the twin it waited for."""
     sql = _HOLD_LOCK + (" FOR UPDATE OF h" if connection.features.has_select_for_update else "")
     at = connection.ops.adapt_datetimefield_value(when)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [at, at, job_held_code(job_id)])
+        cursor.execute(sql, [at, at, earnings_code(operator_id), REVENUE, job_held_code(job_id)])
         row = cursor.fetchone()
-    settled_id = writes.event_id_by_key(key)
+    settled_id = None if fresh else writes.event_id_by_key(key)
     if row is None:  # nothing was ever held for this job
-        return None, settled_id, fee_at(when)
-    columns = len(writes.ACCOUNT_COLUMNS)
-    book_id, fee_bps = row[columns:]
+        return _Locked(None, settled_id, fee_at(when))
+    width = len(writes.ACCOUNT_COLUMNS)
+    book_id, fee_bps = row[3 * width :]
     if book_id is None:
         raise NoRulesInForce(f"no price book is in force at {when.isoformat()}")
-    return writes.account_from_row(row[:columns]), settled_id, Fee(book_id, fee_bps)
+    held, earnings, revenue = (
+        writes.account_from_row(row[i * width : (i + 1) * width])
+        if row[i * width] is not None
+        else None
+        for i in range(3)
+    )
+    return _Locked(held, settled_id, Fee(book_id, fee_bps), earnings, revenue)
 
 
 @dataclass(frozen=True)

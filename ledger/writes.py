@@ -85,18 +85,35 @@ def event_id_by_key(idempotency_key: str) -> int | None:
     return row[0] if row else None
 
 
+# PostgreSQL writes the entry and its postings in one statement (a data-modifying CTE);
+# SQLite has none, and takes two.
+_ENTRY_WITH_POSTINGS = (
+    "WITH e AS (" + _ENTRY_INSERT + ") "  # noqa: S608 - column names are ours
+    "INSERT INTO ledger_posting (entry_id, account_id, amount, currency) "
+    "SELECT e.id, v.account_id, v.amount, v.currency FROM e, (VALUES {rows}) "
+    "AS v (account_id, amount, currency) RETURNING entry_id"
+)
+
+
 def entry_insert(*, event: Event, kind: str, legs: "Sequence[Leg]") -> Entry:
-    """The entry row of `event` and its postings (two statements, whatever the legs)."""
+    """The entry row of `event` and its postings (one statement on PostgreSQL, two elsewhere,
+    whatever the legs)."""
     entry = Entry(event=event, kind=kind, created_at=event.recorded_at)
+    head = [event.pk, kind, connection.ops.adapt_datetimefield_value(entry.created_at)]
+    postings: list = []
+    for leg in legs:
+        postings += [leg.account.pk, leg.amount, leg.account.currency]
     with connection.cursor() as cursor:
-        cursor.execute(
-            _ENTRY_INSERT,
-            [event.pk, kind, connection.ops.adapt_datetimefield_value(entry.created_at)],
-        )
+        if connection.vendor == "postgresql":
+            rows = ", ".join(["(%s::bigint, %s::bigint, %s::varchar)"] * len(legs))
+            cursor.execute(_ENTRY_WITH_POSTINGS.format(rows=rows), head + postings)
+            _saved(entry, cursor.fetchone()[0])
+            return entry
+        cursor.execute(_ENTRY_INSERT, head)
         _saved(entry, cursor.fetchone()[0])
         params: list = []
-        for leg in legs:
-            params += [entry.pk, leg.account.pk, leg.amount, leg.account.currency]
+        for i in range(0, len(postings), 3):
+            params += [entry.pk, *postings[i : i + 3]]
         cursor.execute(_POSTING_INSERT + ", ".join(["(%s, %s, %s, %s)"] * len(legs)), params)
     return entry
 

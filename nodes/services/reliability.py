@@ -102,11 +102,35 @@ def node_record_outcome(
     return Outcome(node.reliability, node.cooldown_until, quarantined)
 
 
+# `decay` and a success in one statement: the row's own values, so concurrent successes each
+# count (the UPDATE waits for the row and then reads the version it locked).
+_FACTOR = (
+    "power(0.5, GREATEST(EXTRACT(EPOCH FROM (%(now)s - reliability_at)), 0)::float8 / %(half)s)"
+)
+_ALPHA = f"(%(pa)s + (rel_alpha - %(pa)s) * {_FACTOR} + 1)"
+_BETA = f"(%(pb)s + (rel_beta - %(pb)s) * {_FACTOR})"
+_SUCCESS_SQL = (
+    f"UPDATE nodes_node SET rel_alpha = {_ALPHA}, rel_beta = {_BETA}, "  # noqa: S608 - ours
+    f"reliability = {_ALPHA} / ({_ALPHA} + {_BETA}), "
+    "reliability_at = GREATEST(reliability_at, %(now)s), consecutive_failures = 0 "
+    "WHERE id = %(id)s RETURNING reliability, cooldown_until"
+)
+
+
 def _record_success(node_id: int, now: datetime) -> Outcome | None:
     """A success moves only the posterior and ends the failure streak. Every completed task
-    pays this, so it is a compare-and-set on the read it started from (two statements, no
-    transaction of its own) and reads again if another outcome got in between. None after a
-    few lost races: the caller takes the row lock instead."""
+    pays this. On PostgreSQL it is one UPDATE that decays and counts in SQL; elsewhere a
+    compare-and-set on the read it started from (two statements), which reads again if another
+    outcome got in between. None after a few lost races: the caller takes the row lock."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _SUCCESS_SQL,
+                {"now": now, "half": half_life_s(), "pa": PRIOR_ALPHA, "pb": PRIOR_BETA,
+                 "id": node_id},
+            )  # fmt: skip
+            row = cursor.fetchone()
+        return Outcome(row[0], row[1], False) if row else None
     with connection.cursor() as cursor:
         for _ in range(5):
             cursor.execute(
