@@ -109,15 +109,15 @@ def _event(cur, stream: str, version: int | None, type_: str, payload: dict, act
 def _entry(
     cur, event_id: int, kind: str, legs: list[tuple[int, int]], unprojected: int | None = None
 ) -> None:
+    # The entry and its postings in one statement, as the hub sends them on PostgreSQL.
     cur.execute(
-        "INSERT INTO ledger_entry (event_id, kind, created_at) VALUES (%s, %s, now()) RETURNING id",
-        [event_id, kind],
-    )
-    entry = cur.fetchone()[0]
-    cur.execute(
-        "INSERT INTO ledger_posting (entry_id, account_id, amount, currency) VALUES "  # noqa: S608
-        + ", ".join(["(%s, %s, %s, 'CRD')"] * len(legs)),
-        [value for account, amount in legs for value in (entry, account, amount)],
+        "WITH e AS (INSERT INTO ledger_entry (event_id, kind, created_at) "  # noqa: S608
+        "VALUES (%s, %s, now()) RETURNING id) "
+        "INSERT INTO ledger_posting (entry_id, account_id, amount, currency) "
+        "SELECT e.id, v.account_id, v.amount, v.currency FROM e, (VALUES "
+        + ", ".join(["(%s::bigint, %s::bigint, 'CRD'::varchar)"] * len(legs))
+        + ") AS v (account_id, amount, currency) RETURNING entry_id",
+        [event_id, kind, *[value for leg in legs for value in leg]],
     )
     for account, amount in sorted(legs):
         if account == unprojected:  # platform revenue: a posting, no balance row
@@ -139,6 +139,9 @@ class RawAgent:
         self.conn = psycopg.connect(dsn)
         self.node = node
         self.claim_sql = claim_sql + " FOR UPDATE OF t SKIP LOCKED"
+        from nodes.services.reliability import _SUCCESS_SQL, half_life_s  # the hub's statement
+
+        self.success_sql, self.half_life_s = _SUCCESS_SQL, half_life_s()
 
     def claim(self) -> tuple | None:
         n, now = self.node, datetime.now(UTC)
@@ -210,6 +213,11 @@ class RawAgent:
         self.conn.autocommit = False
         runtime = max(0, int((now - leased_at).total_seconds() * 1000))
         with self.conn.transaction():
+            # The node's reliability first, decayed and counted in the statement.
+            cur.execute(
+                self.success_sql,
+                {"now": now, "half": self.half_life_s, "pa": 1.0, "pb": 1.0, "id": n["id"]},
+            )
             cur.execute(
                 "UPDATE jobs_attempt SET state = 'succeeded', finished_at = %s, runtime_ms = %s, "
                 "exit_code = 0, stdout_tail = 'ok', stderr_tail = '', reported_runtime_s = NULL, "
@@ -228,25 +236,23 @@ class RawAgent:
                  "node_id": n["id"], "runtime_ms": runtime, "exit_code": 0, "artifacts": []},
                 f"node:{n['id']}",
             )  # fmt: skip
-            # Settlement: the hold locked with the book's fee read alongside, then the key.
+            # Settlement: the hold locked, the book's fee and the two credited accounts read
+            # alongside; a fresh settlement looks for no earlier one.
             cur.execute(
                 "SELECT h.id, h.code, h.kind, h.owner_id, h.currency, h.balance, "
-                "h.allow_negative, h.projected, (SELECT b.id FROM ledger_pricebook b WHERE "
-                "b.effective_from <= %s ORDER BY b.effective_from DESC LIMIT 1), "
+                "h.allow_negative, h.projected, e.id, r.id, (SELECT b.id FROM ledger_pricebook b "
+                "WHERE b.effective_from <= %s ORDER BY b.effective_from DESC LIMIT 1), "
                 "(SELECT b.platform_fee_bps FROM ledger_pricebook b WHERE b.effective_from <= %s "
-                "ORDER BY b.effective_from DESC LIMIT 1) FROM ledger_account h WHERE h.code = %s "
-                "FOR UPDATE OF h",
-                [leased_at, leased_at, f"job:{job_id}:held"],
-            )
+                "ORDER BY b.effective_from DESC LIMIT 1) FROM ledger_account h "
+                "LEFT JOIN ledger_account e ON e.code = %s "
+                "LEFT JOIN ledger_account r ON r.code = %s WHERE h.code = %s FOR UPDATE OF h",
+                [leased_at, leased_at, f"user:{operator_id}:earnings", "platform:revenue",
+                 f"job:{job_id}:held"],
+            )  # fmt: skip
             row = cur.fetchone()
-            held_id, held_balance, book, fee_bps = row[0], row[5], row[8], row[9]
+            held_id, held_balance, book, fee_bps = row[0], row[5], row[10], row[11]
+            earnings, revenue = row[8], row[9]
             key = f"settle:attempt:{attempt_id}"
-            cur.execute("SELECT id FROM ledger_event WHERE idempotency_key = %s", [key])
-            cur.execute(
-                _ACCOUNT + "ledger_account WHERE code IN (%s, %s)",
-                [f"user:{operator_id}:earnings", "platform:revenue"],
-            )
-            accounts = {r[1]: r[0] for r in cur.fetchall()}
             cost = min(price * runtime // 1000 + 1, held_balance)
             fee = cost * fee_bps // 10000
             payload = {
@@ -258,12 +264,7 @@ class RawAgent:
                 "fee_bps": fee_bps, "book_version": book, "priced_at": leased_at.isoformat(),
                 "tier": n["tier"], "region": n["region"], "job_kind": "script",
             }  # fmt: skip
-            revenue = accounts["platform:revenue"]
-            legs = [
-                (held_id, -cost),
-                (accounts[f"user:{operator_id}:earnings"], cost - fee),
-                (revenue, fee),
-            ]
+            legs = [(held_id, -cost), (earnings, cost - fee), (revenue, fee)]
             payload["postings"] = [[str(a), m, "CRD"] for a, m in legs]
             ev = _event(cur, key, 1, "AttemptSettled", payload, "system:settlement", key)
             # Revenue is not projected: its posting is written, its balance row not touched.
@@ -306,21 +307,6 @@ class RawAgent:
                         "system",
                     )  # fmt: skip
                     _entry(cur, ev, "release", [(held_id, -rest), (available, rest)])
-        # The node's reliability: a compare-and-set on its read, outside the transaction.
-        self.conn.autocommit = True
-        cur.execute(
-            "SELECT rel_alpha, rel_beta, reliability_at, cooldown_until FROM nodes_node "
-            "WHERE id = %s",
-            [n["id"]],
-        )
-        alpha, beta, since, _ = cur.fetchone()
-        cur.execute(
-            "UPDATE nodes_node SET rel_alpha = %s, rel_beta = %s, reliability = %s, "
-            "reliability_at = %s, consecutive_failures = 0 "
-            "WHERE id = %s AND rel_alpha = %s AND rel_beta = %s AND reliability_at = %s",
-            [alpha + 1, beta, (alpha + 1) / (alpha + beta + 1), now, n["id"], alpha, beta, since],
-        )
-        self.conn.autocommit = False
         cur.close()
 
 
