@@ -15,6 +15,7 @@ from computepool.api.pagination import DefaultPagination
 from computepool.api.permissions import IsOperator
 from ledger.models import Event
 from nodes.auth import IsAgent
+from nodes.heartbeat_body import heartbeat_plain
 from nodes.models import Node
 from nodes.selectors import node_get, node_history, node_list
 from nodes.serializers import (
@@ -138,15 +139,18 @@ class AgentHeartbeatApi(APIView):
 
     @extend_schema(request=HeartbeatIn, responses=HeartbeatOut, summary="Agent heartbeat")
     def post(self, request: Request) -> Response:
-        data = HeartbeatIn(data=request.data)
-        data.is_valid(raise_exception=True)
+        body = heartbeat_plain(request.data)  # the common body, without DRF's serializers
+        if body is None:
+            checked = HeartbeatIn(data=request.data)
+            checked.is_valid(raise_exception=True)
+            body = checked.validated_data
         reply = node_heartbeat(
             node=request.auth,
-            status=data.validated_data["status"],
-            load=data.validated_data["load"],
-            gpus=data.validated_data["gpus"],
-            lease_tokens=data.validated_data["leases"],
-            capabilities=data.validated_data["capabilities"],
+            status=body["status"],
+            load=body["load"],
+            gpus=body["gpus"],
+            lease_tokens=body["leases"],
+            capabilities=body["capabilities"],
         )
         # The reply is plain values already (HeartbeatOut documents it): every agent sends
         # this request, so it is not run through a serializer again.
