@@ -241,6 +241,8 @@ if NODE_OFFLINE_AFTER_MISSED < NODE_DEGRADED_AFTER_MISSED:
         f"NODE_DEGRADED_AFTER_MISSED={NODE_DEGRADED_AFTER_MISSED}"
     )
 NODE_REAPER_INTERVAL_S = env_int("NODE_REAPER_INTERVAL_S", 10, minimum=1, maximum=3600)
+# Connections the node reaper's batches run on at once (PostgreSQL): its work is the database's.
+NODE_REAPER_WORKERS = env_int("NODE_REAPER_WORKERS", 2, minimum=1, maximum=16)
 NODE_MAX_PER_OPERATOR = env_int("NODE_MAX_PER_OPERATOR", 1000, minimum=1)
 # Reliability: a Beta posterior whose evidence halves every half-life (see docs/nodes.md).
 NODE_RELIABILITY_HALF_LIFE_H = env_int("NODE_RELIABILITY_HALF_LIFE_H", 168, minimum=1)

@@ -90,3 +90,23 @@ def test_a_node_whose_row_a_heartbeat_holds_is_left_to_the_heartbeat(bob):
     assert Node.objects.get(pk=held.pk).state == "online"
     assert not Event.objects.filter(stream=f"node:{held.pk}").exists()
     assert nodes_reap(now=T0 + timedelta(minutes=5)) == (0, 0)  # its deadline moved on
+
+
+def test_one_reap_on_three_connections_moves_each_node_once_offline(bob, monkeypatch, settings):
+    seed_silent_nodes(bob.pk, SIZE)
+    monkeypatch.setattr(liveness, "REAP_BATCH", 200)
+    settings.NODE_REAPER_WORKERS = 3
+    threads: set[str] = set()
+    real = liveness.transition_due_logged
+
+    def spy(**kwargs):
+        threads.add(threading.current_thread().name)
+        return real(**kwargs)
+
+    monkeypatch.setattr(liveness, "transition_due_logged", spy)
+    # Past both deadlines: offline in one step, never degraded first.
+    assert tuple(nodes_reap(now=T0 + timedelta(minutes=5))) == (0, SIZE)
+    assert len({name for name in threads if name.startswith("reaper")}) == 3
+    assert Node.objects.filter(state="offline", event_version=1).count() == SIZE
+    assert Event.objects.filter(stream__startswith="node:", actor="system:reaper").count() == SIZE
+    assert tuple(nodes_reap(now=T0 + timedelta(minutes=5))) == (0, 0)
