@@ -6,10 +6,11 @@ and return each task to the queue with a backoff, excluding the node that lost i
 when its attempts are spent. Idempotent: a second run finds nothing to do.
 """
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
 from django.db.models.expressions import RawSQL
@@ -21,6 +22,7 @@ from jobs.claim import lease_duration
 from jobs.models import ACTIVE_ATTEMPT_STATES, Attempt, AttemptState, Task, TaskState
 from jobs.wakeup import notify_work
 from ledger.services import event_append
+from nodes.models import Node, NodeState
 
 REAP_BATCH = 500
 
@@ -62,7 +64,7 @@ def leases_reap(*, now: datetime | None = None) -> int:
                 .values_list("id", flat=True)[:REAP_BATCH]
             )
             blamed = _lose(lost, reason="lease_expired", now=now)
-        _blame(blamed)
+        _blame(blamed, now)
         total += len(lost)
         if len(lost) < REAP_BATCH:
             return total
@@ -81,23 +83,47 @@ def leases_reclaim_offline(node_ids: list[int]) -> None:
         .filter(state__in=ACTIVE_ATTEMPT_STATES, node_id__in=nodes)
         .values_list("id", flat=True)
     )
-    blamed = _lose(lost, reason="node_offline", now=timezone.now())
+    now = timezone.now()
+    blamed = _lose(lost, reason="node_offline", now=now)
     if blamed:
-        transaction.on_commit(partial(_blame, blamed))
+        transaction.on_commit(partial(_blame, blamed, now))
 
 
-def _blame(node_ids: list[int]) -> None:
-    """Count each lost attempt against its node, after the losing transaction committed (as a
+def _blame(lost: list[tuple[int, datetime]], now: datetime) -> None:
+    """Count lost attempts against their nodes, after the losing transaction committed (as a
     completion does): the node's row lock, and a quarantine it may set off, are then taken on
     their own rather than behind the batch's locks, which the node reaper (holding thousands
-    of node rows while it reclaims their leases) would otherwise wait on in the other order."""
-    for node_id in node_ids:
-        billing.record_outcome(node_id=node_id, success=False)
+    of node rows while it reclaims their leases) would otherwise wait on in the other order.
+
+    Only what the node is to blame for: a lease lapses when its heartbeats stop reaching the
+    hub, and that is the hub's doing while it cannot record heartbeats (its database down, its
+    web processes restarting). So a loss counts only if the hub was hearing heartbeats when it
+    was found (some node beat within its last interval and grace) and it was found on time
+    (the lease ended within `_late()` of now): a reaper that runs late was itself down."""
+    if not lost or not _hub_could_hear(now):
+        return
+    late = _late()
+    for node_id, expires in lost:
+        if now - expires <= late:
+            billing.record_outcome(node_id=node_id, success=False)
 
 
-def _lose(attempt_ids: list[int], *, reason: str, now: datetime) -> list[int]:
-    """Mark the (locked) attempts lost and settle each at zero. Returns the node of each lost
-    attempt, for the caller to blame once the transaction has committed (`_blame`)."""
+def _hub_could_hear(now: datetime) -> bool:
+    # A node is online with its degraded deadline ahead exactly when the hub recorded a beat
+    # of it within the last interval and grace (one probe of the node_degraded_due index).
+    return Node.objects.filter(state=NodeState.ONLINE, degraded_after__gt=now).exists()
+
+
+def _late() -> timedelta:
+    """How long after a lease ends its reaper can find it while both reapers run on schedule."""
+    every = max(settings.JOB_REAPER_INTERVAL_S, settings.NODE_REAPER_INTERVAL_S)
+    return timedelta(seconds=2 * every + settings.NODE_HEARTBEAT_GRACE_S)
+
+
+def _lose(attempt_ids: list[int], *, reason: str, now: datetime) -> list[tuple[int, datetime]]:
+    """Mark the (locked) attempts lost and settle each at zero. Returns each lost attempt's
+    node and lease end, for the caller to blame once the transaction has committed
+    (`_blame`)."""
     if not attempt_ids:
         return []
     Attempt.objects.filter(pk__in=attempt_ids).update(state=AttemptState.LOST, finished_at=now)
@@ -114,13 +140,15 @@ def _lose(attempt_ids: list[int], *, reason: str, now: datetime) -> list[int]:
             "version",
             "current_attempt_id",
             "current_attempt__node_id",
+            "current_attempt__lease_expires_at",
         )
     )
     # Every job's hold before the first settlement; then job rows in job order (rows sorted).
     billing.holds_lock({row[1] for row in rows})
     requeued = False
-    blamed: list[int] = []
-    for task_id, job_id, index, attempts, max_attempts, version, attempt_id, node_id in rows:
+    blamed: list[tuple[int, datetime]] = []
+    for row in rows:
+        task_id, job_id, index, attempts, max_attempts, version, attempt_id, node_id, expires = row
         spent = attempts >= max_attempts
         changes = {"current_attempt": None, "version": F("version") + 1}
         if spent:
@@ -148,7 +176,7 @@ def _lose(attempt_ids: list[int], *, reason: str, now: datetime) -> list[int]:
             },
         )
         billing.settle(attempt_id=attempt_id, runtime_ms=0, charge=False)
-        blamed.append(node_id)
+        blamed.append((node_id, expires))
         if spent:
             job_count_finished(job_id, "tasks_failed", now)
         else:

@@ -172,6 +172,7 @@ def test_a_lost_lease_counts_against_its_node_once_the_loss_is_committed(
     from jobs.node_profile import profile_for
 
     assert task_claim(profile=profile_for(Node.objects.get(pk=node.pk))) is not None
+    online_node(node.operator, name="still-beating")  # the hub hears the rest of the fleet
     past = timezone.now() - timedelta(seconds=1)
     Node.objects.filter(pk=node.pk).update(degraded_after=past, offline_after=past)
     with django_capture_on_commit_callbacks(execute=False) as pending:
@@ -180,6 +181,42 @@ def test_a_lost_lease_counts_against_its_node_once_the_loss_is_committed(
     for callback in pending:
         callback()
     assert Node.objects.get(pk=node.pk).consecutive_failures == 2
+
+
+def test_a_lease_that_lapsed_while_the_hub_heard_no_one_is_not_the_nodes_failure(leased):
+    """Its web processes down: no heartbeat recorded, the lease runs out, the reaper (beat)
+    finds it. The lease goes back to the queue; the node is not blamed."""
+    from nodes.models import Node
+
+    _, node, _, _ = leased
+    now = timezone.now()
+    Node.objects.update(degraded_after=now - timedelta(seconds=1))  # nobody beat lately
+    Attempt.objects.update(lease_expires_at=now - timedelta(seconds=1))
+    assert leases_reap(now=now) == 1
+    assert Task.objects.get().state == "queued"
+    assert Node.objects.get(pk=node.pk).consecutive_failures == 0
+
+
+def test_a_lease_found_long_after_it_ended_is_not_the_nodes_failure(leased, bob):
+    """The reapers were down too (the database was): the other nodes beat again before the
+    reaper ran, but a lease that ended minutes ago says nothing about its node."""
+    from nodes.models import Node
+
+    _, node, _, _ = leased
+    online_node(bob, name="back-first")
+    now = timezone.now()
+    Attempt.objects.update(lease_expires_at=now - timedelta(minutes=5))
+    assert leases_reap(now=now) == 1
+    assert Node.objects.get(pk=node.pk).consecutive_failures == 0
+    # On time, with the hub hearing, the same loss counts.
+    Task.objects.update(available_at=now, excluded_nodes="")
+    from jobs.claim import task_claim
+    from jobs.node_profile import profile_for
+
+    assert task_claim(profile=profile_for(Node.objects.get(pk=node.pk))) is not None
+    Attempt.objects.filter(state="leased").update(lease_expires_at=now - timedelta(seconds=3))
+    assert leases_reap(now=now) == 1
+    assert Node.objects.get(pk=node.pk).consecutive_failures == 1
 
 
 def test_a_job_failure_is_charged_and_not_retried(leased):

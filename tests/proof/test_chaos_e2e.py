@@ -68,9 +68,10 @@ ACTIVE = ("leased", "running")
 # long-polling claims do not occupy every worker and starve heartbeats.
 THREADED = ["-k", "gthread", "--threads", "8"]
 # Leases reaped within a second of expiring; a requeued task is claimable at once. Three lost
-# attempts in a row cool a node down (reliability policy): here agents lose attempts on purpose,
-# and every lease lapses in the database outage, so a cool-down lasts seconds, not 15 minutes,
-# or the last agent standing would be left to run everything alone.
+# attempts in a row cool a node down (reliability policy): here agents lose attempts on purpose
+# (kills, a frozen agent), so a cool-down lasts seconds, not 15 minutes, or the last agent
+# standing would be left to run everything alone. (The leases the database outage lapses do not
+# count against their nodes: the hub heard no heartbeat then.)
 CHAOS_ENV = {"JOB_REAPER_INTERVAL_S": "1", "JOB_RETRY_BACKOFF_S": "0", "NODE_COOLDOWN_S": "3"}
 # Kills go on until both have landed; a seed that needs more than this is a failure to report.
 MAX_KILLS = 6
