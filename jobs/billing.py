@@ -95,8 +95,8 @@ def release(*, job_id: int, submitter_id: int | None = None) -> None:
     settlement.hold_release(job_id=job_id, submitter_id=submitter_id, actor="system")
 
 
-def holds_lock(job_ids: set[int]) -> None:
-    settlement.holds_lock(job_ids)
+def holds_lock(job_ids: set[int], *, releasing_to: set[int]) -> None:
+    settlement.holds_lock(job_ids, releasing_to=releasing_to)
 
 
 def record_outcome(*, node_id: int, success: bool) -> None:

@@ -6,6 +6,7 @@ and return each task to the queue with a backoff, excluding the node that lost i
 when its attempts are spent. Idempotent: a second run finds nothing to do.
 """
 
+import logging
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
@@ -25,6 +26,7 @@ from ledger.services import event_append
 from nodes.models import Node, NodeState
 
 REAP_BATCH = 500
+logger = logging.getLogger(__name__)
 
 
 def leases_extend(node: Any, tokens: list[str]) -> dict[str, Any]:
@@ -105,7 +107,10 @@ def _blame(lost: list[tuple[int, datetime]], now: datetime) -> None:
     late = _late()
     for node_id, expires in lost:
         if now - expires <= late:
-            billing.record_outcome(node_id=node_id, success=False)
+            try:
+                billing.record_outcome(node_id=node_id, success=False)
+            except Exception:  # one node's bookkeeping must not cost the others theirs
+                logger.exception("could not count a lost lease against node %s", node_id)
 
 
 def _hub_could_hear(now: datetime) -> bool:
@@ -141,14 +146,21 @@ def _lose(attempt_ids: list[int], *, reason: str, now: datetime) -> list[tuple[i
             "current_attempt_id",
             "current_attempt__node_id",
             "current_attempt__lease_expires_at",
+            "job__submitter_id",
         )
     )
-    # Every job's hold before the first settlement; then job rows in job order (rows sorted).
-    billing.holds_lock({row[1] for row in rows})
+    # Every job's hold before the first settlement, then the accounts of the submitters whose
+    # jobs a spent task may end (released to); then job rows in job order (rows sorted).
+    billing.holds_lock(
+        {row[1] for row in rows},
+        releasing_to={row[9] for row in rows if row[3] >= row[4]},
+    )
     requeued = False
     blamed: list[tuple[int, datetime]] = []
     for row in rows:
-        task_id, job_id, index, attempts, max_attempts, version, attempt_id, node_id, expires = row
+        task_id, job_id, index, attempts, max_attempts, version, attempt_id, node_id, expires = row[
+            :9
+        ]
         spent = attempts >= max_attempts
         changes = {"current_attempt": None, "version": F("version") + 1}
         if spent:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import fastjsonschema
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError as SchemaError
 
 from ledger.errors import InvalidEvent
@@ -38,12 +38,22 @@ POSTINGS = {
 }
 
 
+# A payload is stored as JSON, where a tuple is an array like a list; the compiled validator
+# takes tuples for arrays too, so the validator of record does, and the two agree.
+Validator = validators.extend(
+    Draft202012Validator,
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine(
+        "array", lambda _checker, instance: isinstance(instance, (list, tuple))
+    ),
+)
+
+
 @dataclass(frozen=True)
 class EventType:
     name: str
     schema_version: int
     schema: dict[str, Any]
-    validator: Draft202012Validator = field(compare=False, repr=False)
+    validator: Any = field(compare=False, repr=False)  # a `Validator`
     description: str = ""
     # The same schema compiled to Python code: the common case, a valid payload, at a fraction
     # of jsonschema's cost (every task writes several events). It decides only "valid";
@@ -96,7 +106,7 @@ def register(
         name,
         schema_version,
         schema,
-        Draft202012Validator(schema),
+        Validator(schema),
         description,
         compile_fast(schema),
     )

@@ -103,7 +103,7 @@ def event_append(
         # The transaction is unusable on PostgreSQL after this; the caller's atomic block rolls
         # back and nothing of the request is written.
         transaction.set_rollback(True)
-        if idempotency_key is not None and "idempotency" in str(exc):
+        if idempotency_key is not None and _twin_of_key(exc, stream, idempotency_key):
             raise IdempotencyConflict(
                 f"idempotency key {idempotency_key!r} is being used by a concurrent request"
             ) from None
@@ -113,6 +113,23 @@ def event_append(
         ) from None
     event.replayed = False
     return event
+
+
+def _twin_of_key(exc: IntegrityError, stream: str, key: str) -> bool:
+    """Whether a unique violation says that a twin request with the same idempotency key got in
+    first: either the key's own index, or the stream's version on a stream named after the key
+    (`settle:attempt:7`, `topup:<key>`), which the twin's event took. PostgreSQL reports the
+    first index it finds violated, and which that is depends on the indexes' ages, so both
+    count. Read from the constraint's name, not the message (which quotes the key)."""
+    cause = exc.__cause__
+    name = getattr(getattr(cause, "diag", None), "constraint_name", None)
+    if name is None:  # SQLite: "UNIQUE constraint failed: ledger_event.idempotency_key"
+        text = str(exc)
+        on_key = text.endswith(".idempotency_key")
+        on_version = "ledger_event.stream, ledger_event.version" in text
+    else:
+        on_key, on_version = name == "event_idempotency_key", name == "event_stream_version"
+    return on_key or (on_version and key in stream)
 
 
 @dataclass(frozen=True)

@@ -127,24 +127,32 @@ def job_held_balance(job_id: int) -> int:
     )
 
 
-def holds_lock(job_ids: Iterable[int]) -> None:
-    """Lock the holds of several jobs at once, in id order, in the caller's transaction.
+def holds_lock(job_ids: Iterable[int], *, releasing_to: Iterable[int] = ()) -> None:
+    """Lock the holds of several jobs at once, in id order, and then the available accounts of
+    the submitters in `releasing_to` (those whose jobs this transaction may end, so release),
+    also in id order; in the caller's transaction.
 
     A transaction that settles attempts of more than one job (the reaper's batches) calls this
     before its first settlement. Taking the holds one job at a time instead would let it hold
     a shared account (the submitter's, credited when a job it finished releases its hold) while
     it waits for the next job's hold, which a completion of that job holds while it waits for
     the same submitter's account: a deadlock. A completion takes one hold and then the shared
-    accounts; with every hold taken first, this transaction is shaped the same way."""
+    accounts; with every hold taken first, this transaction is shaped the same way. The
+    submitters' accounts are taken here too, in one order, because two such batches (the
+    reaper's connections run at once) may end jobs of the same two submitters in opposite
+    orders."""
     codes = sorted({job_held_code(job_id) for job_id in job_ids})
-    if len(codes) < 2 or not connection.features.has_select_for_update:
-        return  # one hold is taken by the settlement itself; SQLite serialises writers
-    list(
-        Account.objects.select_for_update()
-        .filter(code__in=codes)
-        .order_by("id")
-        .values_list("id", flat=True)
-    )
+    if not connection.features.has_select_for_update:
+        return  # SQLite serialises writers
+    accounts = sorted({available_code(user_id) for user_id in releasing_to})
+    for batch in (codes if len(codes) > 1 else [], accounts):
+        if batch:  # one hold alone is taken by the settlement itself
+            list(
+                Account.objects.select_for_update()
+                .filter(code__in=batch)
+                .order_by("id")
+                .values_list("id", flat=True)
+            )
 
 
 # --- Settle -----------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 # The idempotency key's unique index only where a key is set, and no pattern (LIKE) index: every
 # event insert paid for both, and most events carry no key. The new index is built before the
-# old one goes, in the same transaction.
+# old one goes, in the same transaction. The build blocks event writes while it runs: on a long
+# log, migrate in a quiet moment.
 from django.db import migrations, models
 
 

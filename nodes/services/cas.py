@@ -78,8 +78,11 @@ def transition_due_logged(
     reason: str,
     actor: str,
     limit: int,
+    unless_past: str | None = None,
 ) -> list[int]:
     """PostgreSQL: `transition_due` and its events in one statement, for at most `limit` nodes.
+    Nodes also past the `unless_past` deadline are left alone (the degraded pass leaves a node
+    that is due to go offline to the offline pass, even one that pass skipped as locked).
 
     Picks and locks the due rows (`FOR UPDATE SKIP LOCKED`: a row another transaction holds — a
     heartbeat, a second reaper — is left to it; a row changed since the statement began is read
@@ -100,9 +103,10 @@ def transition_due_logged(
     )
     stamp = _prepared("state_changed_at", now)
     live = ", ".join(["%s"] * len(from_states))
+    spare = f"AND {_column(unless_past)} >= %s " if unless_past else ""
     sql = (
         f"WITH due AS (SELECT {id_} AS id, {state} AS state FROM {table} "  # noqa: S608
-        f"WHERE {state} IN ({live}) AND {_column(deadline)} < %s "
+        f"WHERE {state} IN ({live}) AND {_column(deadline)} < %s {spare}"
         "LIMIT %s FOR UPDATE SKIP LOCKED), "
         f"moved AS (UPDATE {table} SET {state} = %s, "
         f"{_column('state_changed_at')} = %s, {version} = {version} + 1 "
@@ -113,7 +117,8 @@ def transition_due_logged(
         f"appended AS ({insert}) "
         "SELECT id FROM moved"
     )
-    params = [*from_states, stamp, limit, to_state, stamp, *from_states, *insert_params]
+    params = [*from_states, stamp, *([stamp] if unless_past else []), limit, to_state, stamp,
+              *from_states, *insert_params]  # fmt: skip
     try:
         with connection.cursor() as cursor:
             cursor.execute(sql, params)

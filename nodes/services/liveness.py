@@ -216,6 +216,10 @@ def _reap_batched(now: datetime) -> ReapResult:
                     reason=_MISSED,
                     actor=REAPER,
                     limit=REAP_BATCH,
+                    # A node past both deadlines that the offline pass skipped (its row held
+                    # by a completion) is the next run's to take offline, not this one's to
+                    # degrade.
+                    unless_past="offline_after" if to_state == NodeState.DEGRADED else None,
                 )
                 if to_state == NodeState.OFFLINE:
                     notify_offline(ids)

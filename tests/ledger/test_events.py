@@ -52,6 +52,20 @@ def test_it_refuses_a_key_reused_with_another_payload():
     assert Event.objects.count() == 1
 
 
+@pytest.mark.parametrize("stream", ["topup:key-7", "key-7"])
+def test_a_twin_that_got_in_first_is_an_idempotency_conflict(stream):
+    """The race the look-up cannot see (`key_checked`: a twin committed after it): whichever
+    unique index the database names, the key's or the version of a stream named after the
+    key (every keyed event's stream is named after its key, or is new per request), the
+    answer is an idempotency conflict."""
+    append(stream, idempotency_key="key-7", expected_version=0)
+    with pytest.raises(IdempotencyConflict, match="concurrent request"):
+        append(stream, idempotency_key="key-7", expected_version=0, key_checked=True)
+    # A version taken by another key's event is a version conflict, as before.
+    with pytest.raises(VersionConflict):
+        append(stream, idempotency_key="key-8", expected_version=0, key_checked=True)
+
+
 def test_it_refuses_unknown_types_and_bad_payloads():
     with transaction.atomic(), pytest.raises(InvalidEvent, match="unknown event type"):
         event_append(stream="s", type="NoSuchThing", payload={}, actor="t")

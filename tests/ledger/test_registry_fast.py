@@ -16,6 +16,7 @@ ODD = st.one_of(
     st.text(max_size=6),
     st.sampled_from(["", "abc", "CRD", "INR", "2026-11-22T21:00:00+00:00", "online", "queued"]),
     st.lists(st.one_of(st.text(max_size=3), st.integers()), max_size=4),
+    st.lists(st.one_of(st.text(max_size=3), st.integers()), max_size=4).map(tuple),
     st.just({}),
 )
 
@@ -30,10 +31,11 @@ def value_for(schema: dict, draw):
     kind = draw(st.sampled_from(kinds if isinstance(kinds, list) else [kinds]))
     if kind == "array":
         prefix = schema.get("prefixItems")
+        as_built = draw(st.sampled_from([list, tuple]))  # a tuple is an array too
         if prefix:
-            return [value_for(item, draw) for item in prefix][: draw(st.integers(0, 4))]
+            return as_built([value_for(item, draw) for item in prefix][: draw(st.integers(0, 4))])
         items = schema.get("items", {})
-        return [value_for(items, draw) for _ in range(draw(st.integers(0, 3)))]
+        return as_built([value_for(items, draw) for _ in range(draw(st.integers(0, 3)))])
     if kind == "object":
         return payload_for(schema, draw)
     return {
@@ -81,3 +83,10 @@ def test_draft7_translation_keeps_tuple_items():
         "items": [{"type": "string"}],
         "additionalItems": {"type": "integer"},
     }
+
+
+def test_a_tuple_is_an_array_to_both_validators():
+    schema = {"type": "object", "properties": {"legs": registry.POSTINGS}}
+    payload = {"legs": (("a", 1, "CRD"), ("b", -1, "CRD"))}
+    registry.compile_fast(schema)(payload)
+    assert not list(registry.Validator(schema).iter_errors(payload))

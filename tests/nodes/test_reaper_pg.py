@@ -110,3 +110,45 @@ def test_one_reap_on_three_connections_moves_each_node_once_offline(bob, monkeyp
     assert Node.objects.filter(state="offline", event_version=1).count() == SIZE
     assert Event.objects.filter(stream__startswith="node:", actor="system:reaper").count() == SIZE
     assert tuple(nodes_reap(now=T0 + timedelta(minutes=5))) == (0, 0)
+
+
+def test_a_node_held_by_a_completion_is_not_degraded_on_its_way_offline(bob, monkeypatch):
+    """The offline pass skips a row another transaction holds (a completion records its node's
+    success first). If that transaction ends before the degraded pass, the degraded pass must
+    not take the node, past both deadlines, for a merely late one: the next reap takes it
+    offline, with one event."""
+    seed_silent_nodes(bob.pk, 3)
+    held = Node.objects.order_by("id").first()
+    holding, done = threading.Event(), threading.Event()
+
+    def completion() -> None:
+        try:
+            with transaction.atomic():
+                Node.objects.select_for_update().get(pk=held.pk)
+                holding.set()
+                done.wait(30)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=completion)
+    real = liveness.transition_due_logged
+
+    def between_the_passes(**kwargs):
+        if kwargs["to_state"] == "degraded" and not done.is_set():
+            done.set()  # the completion commits after the offline pass, before this one
+            thread.join(30)
+        return real(**kwargs)
+
+    monkeypatch.setattr(liveness, "transition_due_logged", between_the_passes)
+    thread.start()
+    assert holding.wait(10)
+    try:
+        first = tuple(nodes_reap(now=T0 + timedelta(minutes=5)))
+    finally:
+        done.set()
+        thread.join(30)
+    assert first == (0, 2)
+    assert Node.objects.get(pk=held.pk).state == "online"
+    assert tuple(nodes_reap(now=T0 + timedelta(minutes=5))) == (0, 1)
+    held.refresh_from_db()
+    assert (held.state, held.event_version) == ("offline", 1)
