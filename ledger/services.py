@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Max, Sum
+from django.db.models import Sum
 from django.utils import timezone
 
 from ledger import registry, writes
@@ -268,10 +268,6 @@ def events_insert_sql(
         "ON p.key = src.key"
     )
     return sql, [stream_prefix, type, actor, timezone.now(), *params]
-
-
-def stream_version(stream: str) -> int:
-    return Event.objects.filter(stream=stream).aggregate(v=Max("version"))["v"] or 0
 
 
 # --- Accounts ---------------------------------------------------------------------------------
