@@ -134,7 +134,9 @@ def _lose(attempt_ids: list[int], *, reason: str, now: datetime) -> list[tuple[i
     Attempt.objects.filter(pk__in=attempt_ids).update(state=AttemptState.LOST, finished_at=now)
     rows = list(
         Task.objects.filter(current_attempt_id__in=attempt_ids)
-        .select_for_update()
+        # The tasks' rows only: the joined job rows come after the holds (lock order), and the
+        # attempts are locked already.
+        .select_for_update(of=("self",))
         .order_by("job_id", "id")
         .values_list(
             "id",
