@@ -87,3 +87,55 @@ def test_a_reaper_batch_waits_for_a_completion_of_another_job_without_deadlock(a
     assert Account.objects.get(code=job_held_code(ending.pk)).balance == 0
     report = verify_ledger(check_chain=False)
     assert report.ok, report.problems
+
+
+def test_a_reaper_batch_takes_no_job_row_before_the_holds(alice, bob):
+    """A lost attempt's job row is not locked with its task: a completion of another task of
+    that job holds the job's hold and then updates the job row; a batch holding that row while
+    it waits for the hold would deadlock with it."""
+    fund(alice, 1_000 * CREDITS)
+    job = submit_job(alice.pk, 2)
+    node, _ = online_node(bob)
+    profile = profile_for(Node.objects.get(pk=node.pk))
+    lost, running = task_claim(profile=profile), task_claim(profile=profile)
+    Attempt.objects.filter(pk=lost.attempt_id).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    holding = threading.Event()
+    outcome: dict[str, object] = {}
+
+    def completion_of_the_other_task() -> None:
+        # Its settlement's hold, then its job counter: a completion's order.
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("SET LOCAL lock_timeout = '20s'")
+                cursor.execute(
+                    "SELECT id FROM ledger_account WHERE code = %s FOR UPDATE",
+                    [job_held_code(job.pk)],
+                )
+                holding.set()
+                deadline = time.monotonic() + 15
+                while not _someone_waits_on_a_lock(cursor):  # the reaper, behind our hold
+                    assert time.monotonic() < deadline, "the reaper never waited on the hold"
+                    time.sleep(0.05)
+                cursor.execute(
+                    "UPDATE jobs_job SET tasks_succeeded = tasks_succeeded WHERE id = %s",
+                    [job.pk],
+                )
+            outcome["completion"] = "committed"
+        except BaseException as exc:  # reported below
+            outcome["completion"] = exc
+        finally:
+            connection.close()
+
+    other = threading.Thread(target=completion_of_the_other_task)
+    other.start()
+    assert holding.wait(15)
+    try:
+        reaped = leases_reap()
+    finally:
+        other.join(30)
+    assert outcome.get("completion") == "committed", outcome
+    assert reaped == 1
+    assert Attempt.objects.get(pk=running.attempt_id).state == "leased"
+    assert Task.objects.get(current_attempt_id=None, job=job).state == "queued"
