@@ -145,8 +145,9 @@ def holds_lock(job_ids: Iterable[int], *, releasing_to: Iterable[int] = ()) -> N
     if not connection.features.has_select_for_update:
         return  # SQLite serialises writers
     accounts = sorted({available_code(user_id) for user_id in releasing_to})
-    for batch in (codes if len(codes) > 1 else [], accounts):
-        if batch:  # one hold alone is taken by the settlement itself
+    # The holds even when there is one: the accounts come after them, as in a completion.
+    for batch in (codes, accounts):
+        if batch:
             list(
                 Account.objects.select_for_update()
                 .filter(code__in=batch)
