@@ -14,28 +14,39 @@ import math
 import re
 from typing import Any
 
-from nodes.serializers import MAX_GPUS, MAX_MB
+from rest_framework import serializers
 
-_STATUSES = frozenset(("available", "busy", "degraded", "draining"))
-_TOKEN = re.compile(r"[A-Za-z0-9_\-]{1,128}")
-_MAX_LEASES = 256
+from nodes.serializers import HeartbeatIn
 
-# name: (kind, minimum, maximum), as in LoadIn and GpuStateIn (every field there is nullable,
-# optional and defaults to None).
-_LOAD = {
-    "cpu_pct": (float, 0, 100_000),
-    "mem_pct": (float, 0, 1000),
-    "running": (int, 0, 10_000),
-    "slots": (int, 0, 10_000),
+# Every rule below is read from HeartbeatIn's own fields, once, so the two cannot drift apart.
+_DECLARED = HeartbeatIn._declared_fields
+_STATUSES = frozenset(_DECLARED["status"].choices)
+_LEASES = _DECLARED["leases"]
+_MAX_LEASES = _LEASES.max_length
+_TOKEN = re.compile(rf"[A-Za-z0-9_\-]{{1,{_LEASES.child.max_length}}}")
+_GPUS = _DECLARED["gpus"]
+_MAX_GPUS = _GPUS.max_length
+_KINDS = {
+    serializers.BooleanField: bool,
+    serializers.FloatField: float,
+    serializers.IntegerField: int,
 }
-_GPU = {
-    "index": (int, 0, 255),
-    "utilization_pct": (float, 0, 1000),
-    "temperature_c": (float, -100, 1000),
-    "power_w": (float, 0, 100_000),
-    "vram_free_mb": (int, 0, MAX_MB),
-    "throttled": (bool, None, None),
-}
+
+
+def _rules(serializer: serializers.Serializer) -> dict[str, tuple]:
+    """name: (kind, minimum, maximum) for each field of LoadIn or GpuStateIn, all of them
+    nullable, optional and None by default (what `_record` assumes)."""
+    rules = {}
+    for name, field in serializer._declared_fields.items():
+        if not (field.allow_null and not field.required and field.default is None):
+            raise TypeError(f"{type(serializer).__name__}.{name} is not an optional nullable")
+        bounds = getattr(field, "min_value", None), getattr(field, "max_value", None)
+        rules[name] = (_KINDS[type(field)], *bounds)
+    return rules
+
+
+_LOAD = _rules(_DECLARED["load"])
+_GPU = _rules(_GPUS.child)
 
 
 class _Unplain(Exception):
@@ -76,7 +87,7 @@ def heartbeat_plain(data: Any) -> dict[str, Any] | None:
             raise _Unplain
         load = _record(data["load"], _LOAD) if "load" in data else {}
         gpus = data.get("gpus", [])
-        if type(gpus) is not list or len(gpus) > MAX_GPUS:
+        if type(gpus) is not list or len(gpus) > _MAX_GPUS:
             raise _Unplain
         leases = data.get("leases", [])
         if type(leases) is not list or len(leases) > _MAX_LEASES:
