@@ -35,6 +35,43 @@ def _someone_waits_on_a_lock(cursor) -> bool:
     return cursor.fetchone()[0] > 0
 
 
+def reap_beside_a_completion(hold_code: str, then_sql: str, then_params: list) -> int:
+    """`leases_reap()` while another connection does what a completion does, in its order:
+    lock a job's hold, wait until the reaper waits behind it, then `then_sql`. Returns what the
+    reaper reaped, once the completion has committed (a deadlock fails one side)."""
+    holding = threading.Event()
+    outcome: dict[str, object] = {}
+
+    def completion() -> None:
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("SET LOCAL lock_timeout = '20s'")
+                cursor.execute(
+                    "SELECT id FROM ledger_account WHERE code = %s FOR UPDATE", [hold_code]
+                )
+                holding.set()
+                deadline = time.monotonic() + 15
+                while not _someone_waits_on_a_lock(cursor):  # the reaper, behind our hold
+                    assert time.monotonic() < deadline, "the reaper never waited on the hold"
+                    time.sleep(0.05)
+                cursor.execute(then_sql, then_params)
+            outcome["completion"] = "committed"
+        except BaseException as exc:  # reported below
+            outcome["completion"] = exc
+        finally:
+            connection.close()
+
+    other = threading.Thread(target=completion)
+    other.start()
+    assert holding.wait(15)
+    try:
+        reaped = leases_reap()
+    finally:
+        other.join(30)
+    assert outcome.get("completion") == "committed", outcome
+    return reaped
+
+
 def test_a_reaper_batch_waits_for_a_completion_of_another_job_without_deadlock(alice, bob):
     fund(alice, 1_000 * CREDITS)
     ending, completing = submit_job(alice.pk, 1), submit_job(alice.pk, 1)
@@ -46,41 +83,12 @@ def test_a_reaper_batch_waits_for_a_completion_of_another_job_without_deadlock(a
     assert task_claim(profile=profile) and task_claim(profile=profile)
     Attempt.objects.update(lease_expires_at=timezone.now() - timedelta(seconds=1))
 
-    holding = threading.Event()
-    outcome: dict[str, object] = {}
-
-    def completion_of_the_other_job() -> None:
-        # What `completing`'s last completion does, in its order: its hold, then alice's.
-        try:
-            with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute("SET LOCAL lock_timeout = '20s'")
-                cursor.execute(
-                    "SELECT id FROM ledger_account WHERE code = %s FOR UPDATE",
-                    [job_held_code(completing.pk)],
-                )
-                holding.set()
-                deadline = time.monotonic() + 15
-                while not _someone_waits_on_a_lock(cursor):  # the reaper, behind our hold
-                    assert time.monotonic() < deadline, "the reaper never waited on the hold"
-                    time.sleep(0.05)
-                cursor.execute(
-                    "SELECT id FROM ledger_account WHERE code = %s FOR UPDATE",
-                    [available_code(alice.pk)],
-                )
-            outcome["completion"] = "committed"
-        except BaseException as exc:  # reported below
-            outcome["completion"] = exc
-        finally:
-            connection.close()
-
-    other = threading.Thread(target=completion_of_the_other_job)
-    other.start()
-    assert holding.wait(15)
-    try:
-        reaped = leases_reap()
-    finally:
-        other.join(30)
-    assert outcome.get("completion") == "committed", outcome
+    # What `completing`'s last completion does: its hold, then alice's account.
+    reaped = reap_beside_a_completion(
+        job_held_code(completing.pk),
+        "SELECT id FROM ledger_account WHERE code = %s FOR UPDATE",
+        [available_code(alice.pk)],
+    )
     assert reaped == 2
     assert Job.objects.get(pk=ending.pk).state == "failed"
     assert Task.objects.get(job=completing).state == "queued"
@@ -101,41 +109,12 @@ def test_a_reaper_batch_takes_no_job_row_before_the_holds(alice, bob):
     Attempt.objects.filter(pk=lost.attempt_id).update(
         lease_expires_at=timezone.now() - timedelta(seconds=1)
     )
-    holding = threading.Event()
-    outcome: dict[str, object] = {}
-
-    def completion_of_the_other_task() -> None:
-        # Its settlement's hold, then its job counter: a completion's order.
-        try:
-            with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute("SET LOCAL lock_timeout = '20s'")
-                cursor.execute(
-                    "SELECT id FROM ledger_account WHERE code = %s FOR UPDATE",
-                    [job_held_code(job.pk)],
-                )
-                holding.set()
-                deadline = time.monotonic() + 15
-                while not _someone_waits_on_a_lock(cursor):  # the reaper, behind our hold
-                    assert time.monotonic() < deadline, "the reaper never waited on the hold"
-                    time.sleep(0.05)
-                cursor.execute(
-                    "UPDATE jobs_job SET tasks_succeeded = tasks_succeeded WHERE id = %s",
-                    [job.pk],
-                )
-            outcome["completion"] = "committed"
-        except BaseException as exc:  # reported below
-            outcome["completion"] = exc
-        finally:
-            connection.close()
-
-    other = threading.Thread(target=completion_of_the_other_task)
-    other.start()
-    assert holding.wait(15)
-    try:
-        reaped = leases_reap()
-    finally:
-        other.join(30)
-    assert outcome.get("completion") == "committed", outcome
+    # What the other task's completion does: its settlement's hold, then its job counter.
+    reaped = reap_beside_a_completion(
+        job_held_code(job.pk),
+        "UPDATE jobs_job SET tasks_succeeded = tasks_succeeded WHERE id = %s",
+        [job.pk],
+    )
     assert reaped == 1
     assert Attempt.objects.get(pk=running.attempt_id).state == "leased"
     assert Task.objects.get(current_attempt_id=None, job=job).state == "queued"
