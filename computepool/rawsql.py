@@ -52,3 +52,22 @@ def insert_row(instance: models.Model) -> None:
         instance.pk = cursor.fetchone()[0]
     instance._state.adding = False
     instance._state.db = connection.alias
+
+
+def insert_select_lists(
+    instance: models.Model, *, name: str, exprs: dict[str, str]
+) -> tuple[str, str, dict[str, Any]]:
+    """The column list and the select list of `INSERT INTO <table> (…) SELECT … FROM <source>`
+    for `instance`, as `insert_row` would write it, except that the columns in `exprs` take SQL
+    expressions over the source (a row the same statement produced). Named parameters, prefixed
+    by `name`, so the lists fit a statement with other named parameters (PostgreSQL)."""
+    fields = [f for f in type(instance)._meta.concrete_fields if not f.primary_key]
+    columns, values, params = [], [], {}
+    for i, field in enumerate(fields):
+        columns.append(connection.ops.quote_name(field.column))
+        if field.column in exprs:
+            values.append(exprs[field.column])
+            continue
+        params[f"{name}_{i}"] = field.get_db_prep_save(field.pre_save(instance, True), connection)
+        values.append(f"%({name}_{i})s")
+    return ", ".join(columns), ", ".join(values), params

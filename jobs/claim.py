@@ -16,9 +16,12 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from computepool.rawsql import insert_row
+from computepool.rawsql import insert_row, insert_select_lists
 from jobs.models import Attempt, JobState, TaskState
 from jobs.node_profile import NodeProfile
+from ledger.event_sql import COLUMNS as EVENT_COLUMNS
+from ledger.event_sql import TABLE as EVENT_TABLE
+from ledger.event_sql import SqlInt, event_sql
 from ledger.services import event_append
 from nodes.signing import sign
 
@@ -102,7 +105,9 @@ def _select_task(profile: NodeProfile, now: datetime) -> tuple | None:
 def _signed_spec(
     *, row: tuple, attempt: Attempt, spec: dict[str, Any], now: datetime
 ) -> tuple[dict[str, Any], str]:
-    task_id, job_id, index, _, _, _, _, kind, timeout_s, cores, ram, disk, vram, gpus, slices = row
+    task_id, job_id, index, _, _, _, _, kind, timeout_s, cores, ram, disk, vram, gpus, slices = row[
+        :15
+    ]
     full = {
         "attempt_id": attempt.pk,
         "task_id": task_id,
@@ -134,22 +139,15 @@ def task_claim(*, profile: NodeProfile) -> Lease | None:
     if not profile.can_claim:
         return None
     now = timezone.now()
+    if connection.vendor == "postgresql":
+        return _claim_in_one_statement(profile, now)
     with transaction.atomic():
         row = _select_task(profile, now)
         if row is None:
             return None
-        task_id, job_id, index, attempts, version, job_state, spec = row[:7]
-        if isinstance(spec, str):  # SQLite hands JSON back as text
-            spec = json.loads(spec)
+        task_id, job_id, index, attempts, version, job_state = row[:6]
         expires = now + lease_duration()
-        attempt = Attempt(
-            task_id=task_id,
-            node_id=profile.node_id,
-            number=attempts + 1,
-            leased_at=now,
-            lease_expires_at=expires,
-            price_per_s=profile.price_per_s,
-        )
+        attempt = _new_attempt(profile, now, task_id=task_id, number=attempts + 1)
         insert_row(attempt)
         with connection.cursor() as cursor:
             cursor.execute(
@@ -162,21 +160,155 @@ def task_claim(*, profile: NodeProfile) -> Lease | None:
             type="TaskClaimed",
             actor=f"node:{profile.node_id}",
             expected_version=version,
-            payload={
-                "task_id": task_id,
-                "job_id": job_id,
-                "index": index,
-                "attempt_id": attempt.pk,
-                "attempt": attempt.number,
-                "node_id": profile.node_id,
-                "lease_expires_at": expires.isoformat(),
-                "price_per_s": profile.price_per_s,
-            },
+            payload=_claimed_payload(
+                profile,
+                expires,
+                task_id=task_id,
+                job_id=job_id,
+                index=index,
+                attempt_id=attempt.pk,
+                number=attempt.number,
+            ),
         )
         if job_state == JobState.QUEUED:
             _mark_job_running(job_id)
-        full_spec, signature = _signed_spec(row=row, attempt=attempt, spec=spec, now=now)
-    return Lease(attempt.pk, task_id, job_id, attempt.lease_token, expires, full_spec, signature)
+    return _lease(row, attempt, now)
+
+
+def _new_attempt(profile: NodeProfile, now: datetime, **fields: Any) -> Attempt:
+    return Attempt(
+        node_id=profile.node_id,
+        leased_at=now,
+        lease_expires_at=now + lease_duration(),
+        price_per_s=profile.price_per_s,
+        **fields,
+    )
+
+
+def _claimed_payload(profile: NodeProfile, expires: datetime, **refs: Any) -> dict[str, Any]:
+    return {
+        "task_id": refs["task_id"],
+        "job_id": refs["job_id"],
+        "index": refs["index"],
+        "attempt_id": refs["attempt_id"],
+        "attempt": refs["number"],
+        "node_id": profile.node_id,
+        "lease_expires_at": expires.isoformat(),
+        "price_per_s": profile.price_per_s,
+    }
+
+
+def _lease(row: tuple, attempt: Attempt, now: datetime) -> Lease:
+    spec = row[6]
+    if isinstance(spec, str):  # SQLite hands JSON back as text
+        spec = json.loads(spec)
+    full_spec, signature = _signed_spec(row=row, attempt=attempt, spec=spec, now=now)
+    task_id, job_id = row[0], row[1]
+    return Lease(
+        attempt.pk,
+        task_id,
+        job_id,
+        attempt.lease_token,
+        attempt.lease_expires_at,
+        full_spec,
+        signature,
+    )
+
+
+# PostgreSQL: the whole claim is one statement, so one round trip and no BEGIN/COMMIT: pick and
+# lock the task, insert its attempt, move it, record TaskClaimed and, for a job's first claim,
+# move the job and record JobStarted. Each part is what the SQLite path below does with
+# separate statements, and takes its locks in the same order (the task, then the job). The job's
+# CAS re-reads its row after any lock wait (READ COMMITTED), so of two first claims on one job
+# one moves it and records the event; JobStarted goes at the stream's end as `event_append`
+# puts it, and every other writer of a job's stream is ordered against this claim by the task
+# row it holds (a cancel locks the queued tasks first) or comes after the job's last claim.
+# JobStarted reads `claimed` so that TaskClaimed is written first and keeps the lower id, as in
+# the log the SQLite path writes (PostgreSQL runs unreferenced CTEs last, in no stated order).
+_ONE_STATEMENT = """
+WITH pick AS MATERIALIZED ({claim} FOR UPDATE OF t SKIP LOCKED),
+att AS (
+    INSERT INTO jobs_attempt ({att_columns}) SELECT {att_values} FROM pick RETURNING id, task_id
+),
+moved AS (
+    UPDATE jobs_task SET state = 'leased', attempts = pick.attempts + 1,
+           version = pick.version + 1, current_attempt_id = att.id
+      FROM pick JOIN att ON att.task_id = pick.id
+     WHERE jobs_task.id = pick.id
+),
+claimed AS (
+    INSERT INTO {events} ({event_columns})
+    SELECT {claimed} FROM pick JOIN att ON att.task_id = pick.id RETURNING id
+),
+started AS (
+    UPDATE jobs_job SET state = 'running' FROM pick
+     WHERE jobs_job.id = pick.job_id AND pick.state = 'queued' AND jobs_job.state = 'queued'
+    RETURNING jobs_job.id
+),
+job_started AS (
+    INSERT INTO {events} ({event_columns}) SELECT {started} FROM started, claimed
+)
+SELECT pick.*, att.id FROM pick JOIN att ON att.task_id = pick.id
+"""
+
+
+def _claim_in_one_statement(profile: NodeProfile, now: datetime) -> Lease | None:
+    attempt = _new_attempt(profile, now)
+    att_columns, att_values, params = insert_select_lists(
+        attempt,
+        name="att",
+        exprs={"task_id": "pick.id", "number": "pick.attempts + 1"},
+    )
+    claimed = event_sql(
+        name="claimed",
+        type="TaskClaimed",
+        stream_prefix="task:",
+        stream_id="pick.id",
+        version="pick.version + 1",
+        actor=f"node:{profile.node_id}",
+        recorded_at=now,
+        payload=_claimed_payload(
+            profile,
+            attempt.lease_expires_at,
+            task_id=SqlInt("pick.id"),
+            job_id=SqlInt("pick.job_id"),
+            index=SqlInt('pick."index"'),
+            attempt_id=SqlInt("att.id"),
+            number=SqlInt("pick.attempts + 1"),
+        ),
+    )
+    started = event_sql(
+        name="started",
+        type="JobStarted",
+        stream_prefix="job:",
+        stream_id="started.id",
+        version=(
+            "(SELECT COALESCE(MAX(e.version), 0) + 1 FROM ledger_event e "
+            "WHERE e.stream = 'job:' || started.id)"
+        ),
+        actor="system",
+        recorded_at=now,
+        payload={"job_id": SqlInt("started.id")},
+    )
+    sql = _ONE_STATEMENT.format(
+        claim=_CLAIM_SQL,
+        att_columns=att_columns,
+        att_values=att_values,
+        events=EVENT_TABLE,
+        event_columns=EVENT_COLUMNS,
+        claimed=claimed.select,
+        started=started.select,
+    )
+    params |= claimed.params | started.params | claim_params(profile, now)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    attempt.task_id, attempt.number = row[0], row[3] + 1
+    attempt.pk = row[-1]
+    attempt._state.adding = False
+    return _lease(row, attempt, now)
 
 
 def _mark_job_running(job_id: int) -> None:

@@ -135,3 +135,43 @@ def test_the_better_gpu_wins_a_tie(submitter, bob, transactional_db, redis_wakeu
     for thread in threads:
         thread.join(10)
     assert results == {"4090": 200, "3060": 204}
+
+
+@pytest.mark.postgres
+def test_the_one_statement_claim_writes_the_events_the_python_path_would(submitter, bob):
+    from ledger.models import Event
+    from ledger.services import _fingerprint
+
+    job_id = submit(submitter, slices=2)
+    node, agent = online_node(bob)
+    first, second = claim(agent).json(), claim(agent).json()
+    task_events = Event.objects.filter(type="TaskClaimed").order_by("id")
+    assert [e.payload["attempt_id"] for e in task_events] == [
+        first["attempt_id"],
+        second["attempt_id"],
+    ]
+    started = Event.objects.get(type="JobStarted")
+    assert (started.stream, started.payload, started.version) == (
+        f"job:{job_id}",
+        {"job_id": job_id},
+        2,
+    )
+    for event in [*task_events, started]:
+        assert event.fingerprint == _fingerprint(event.stream, event.type, event.payload)
+    attempt = Attempt.objects.get(pk=first["attempt_id"])
+    task = Task.objects.get(pk=attempt.task_id)
+    claimed = task_events[0]
+    assert claimed.stream == f"task:{task.pk}" and claimed.version == task.version == 1
+    assert claimed.actor == f"node:{node.pk}"
+    assert claimed.payload == {
+        "task_id": task.pk,
+        "job_id": job_id,
+        "index": task.index,
+        "attempt_id": attempt.pk,
+        "attempt": 1,
+        "node_id": node.pk,
+        "lease_expires_at": attempt.lease_expires_at.isoformat(),
+        "price_per_s": attempt.price_per_s,
+    }
+    assert (task.state, task.attempts, task.current_attempt_id) == ("leased", 1, attempt.pk)
+    assert started.id > claimed.id  # the log reads in the order the claim happened
