@@ -77,13 +77,11 @@ def main() -> None:
         ("reference", reference),
         ("heartbeat", heartbeat),
         ("claim", claim),
-        ("complete", lambda: complete(claim())),
+        ("complete", lambda lease=claim(): complete(lease)),  # the claim made before capturing
     ):
         with CaptureQueriesContext(connection) as queries:
             call()
         sql = [q["sql"] for q in queries.captured_queries]
-        if name == "complete":
-            sql = sql[next(i for i, q in enumerate(sql) if q == "COMMIT") + 1 :]  # not the claim
         counts[name] = len(sql)
         if args.show_sql:
             print(f"\n{name}: {len(sql)} statements (BEGIN and COMMIT included)")

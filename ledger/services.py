@@ -72,6 +72,36 @@ def event_append(
     twins, so it is not looked up again (the unique index still refuses a duplicate).
     """
     _require_transaction("event_append")
+    event = _event_new(
+        stream=stream,
+        type=type,
+        payload=payload,
+        actor=actor,
+        expected_version=expected_version,
+        idempotency_key=idempotency_key,
+        key_checked=key_checked,
+    )
+    if event.replayed:
+        return event
+    try:
+        writes.event_insert(event)
+    except IntegrityError as exc:
+        _refuse_duplicate(exc, event, expected_version)
+    return event
+
+
+def _event_new(
+    *,
+    stream: str,
+    type: str,
+    payload: dict[str, Any],
+    actor: str,
+    expected_version: int | None,
+    idempotency_key: str | None,
+    key_checked: bool,
+) -> Event:
+    """The unsaved event, validated and fingerprinted; or, when `idempotency_key` was used for
+    the same request, the original (`replayed` True)."""
     event_type = registry.validate(type, payload)
     fingerprint = _fingerprint(stream, type, payload)
     if (
@@ -97,22 +127,24 @@ def event_append(
         idempotency_key=idempotency_key,
         fingerprint=fingerprint,
     )
-    try:
-        writes.event_insert(event)
-    except IntegrityError as exc:
-        # The transaction is unusable on PostgreSQL after this; the caller's atomic block rolls
-        # back and nothing of the request is written.
-        transaction.set_rollback(True)
-        if idempotency_key is not None and _twin_of_key(exc, stream, idempotency_key):
-            raise IdempotencyConflict(
-                f"idempotency key {idempotency_key!r} is being used by a concurrent request"
-            ) from None
-        seen = "its end" if expected_version is None else f"version {expected_version}"
-        raise VersionConflict(
-            f"stream {stream} moved past {seen} while this change was being made"
-        ) from None
     event.replayed = False
     return event
+
+
+def _refuse_duplicate(exc: IntegrityError, event: Event, expected_version: int | None) -> None:
+    """Raise what a unique violation on writing `event` means to the caller."""
+    # The transaction is unusable on PostgreSQL after this; the caller's atomic block rolls
+    # back and nothing of the request is written.
+    transaction.set_rollback(True)
+    key, stream = event.idempotency_key, event.stream
+    if key is not None and _twin_of_key(exc, stream, key):
+        raise IdempotencyConflict(
+            f"idempotency key {key!r} is being used by a concurrent request"
+        ) from None
+    seen = "its end" if expected_version is None else f"version {expected_version}"
+    raise VersionConflict(
+        f"stream {stream} moved past {seen} while this change was being made"
+    ) from None
 
 
 def _twin_of_key(exc: IntegrityError, stream: str, key: str) -> bool:
@@ -401,6 +433,21 @@ def entry_post(
         **payload,
         "postings": [[leg.account.code, leg.amount, leg.account.currency] for leg in legs],
     }
+    if connection.vendor == "postgresql" and not _debits_derived(legs):
+        return _entry_post_at_once(
+            kind=kind,
+            legs=legs,
+            expected_version=expected_version,
+            event=_event_new(
+                stream=stream,
+                type=event_type,
+                payload=full_payload,
+                actor=actor,
+                expected_version=expected_version,
+                idempotency_key=idempotency_key,
+                key_checked=key_checked,
+            ),
+        )
     event = event_append(
         stream=stream,
         type=event_type,
@@ -414,6 +461,46 @@ def entry_post(
         return Entry.objects.get(event=event)
     entry = writes.entry_insert(event=event, kind=kind, legs=legs)
     _move_balances(legs)
+    return entry
+
+
+def _debits_derived(legs: Sequence[Leg]) -> bool:
+    """Whether a leg debits an unprojected account that must not go negative: its floor is a
+    sum of postings, checked under a lock of its own (`_check_derived_floor`)."""
+    return any(
+        leg.amount < 0 and not leg.account.projected and not leg.account.allow_negative
+        for leg in legs
+    )
+
+
+def _entry_post_at_once(
+    *, kind: str, legs: Sequence[Leg], expected_version: int | None, event: Event
+) -> Entry:
+    """PostgreSQL: the event, the entry, its postings and the balance moves as one statement
+    (`writes.entry_post_sql`), in the order the separate statements take: the event, the entry
+    and postings, then the balances in id order. A floor the statement finds crossed leaves
+    the transaction to roll back, as `_move_balances` does."""
+    if event.replayed:
+        return Entry.objects.get(event=event)
+    deltas: dict[int, int] = defaultdict(int)
+    codes: dict[int, str] = {}
+    for leg in legs:
+        if leg.account.projected:
+            deltas[leg.account.id] += leg.amount
+            codes[leg.account.id] = leg.account.code
+    moves = [
+        (account_id, deltas[account_id]) for account_id in sorted(deltas) if deltas[account_id]
+    ]
+    try:
+        entry, moved = writes.entry_post_at_once(event=event, kind=kind, legs=legs, moves=moves)
+    except IntegrityError as exc:
+        _refuse_duplicate(exc, event, expected_version)
+    if moved < len(moves):
+        transaction.set_rollback(True)
+        account_id, delta = moves[moved]
+        raise InsufficientFunds(
+            f"account {codes[account_id]} cannot go below zero (needs {-delta})"
+        )
     return entry
 
 

@@ -30,6 +30,9 @@ _EVENT_APPEND = (
     "SELECT %s, %s, %s, %s, %s, %s, %s, %s, COALESCE(MAX(version), 0) + 1 "
     "FROM ledger_event WHERE stream = %s RETURNING id, version"
 )
+_EVENT_APPEND_SELECT = (
+    f"INSERT INTO ledger_event ({_EVENT_COLUMNS}) SELECT %s, %s, %s, %s, %s, %s, %s, %s"
+)
 _ENTRY_INSERT = (
     "INSERT INTO ledger_entry (event_id, kind, created_at) VALUES (%s, %s, %s) RETURNING id"
 )
@@ -52,14 +55,9 @@ def _saved(instance, pk: int) -> None:
     instance._state.db = connection.alias
 
 
-def event_insert(event: Event) -> None:
-    """INSERT `event` and set its id. PostgreSQL's trigger stamps the txid, as for the ORM.
-
-    With no `version`, the event goes at the end of its stream: the version is read in the
-    same statement (a concurrent append to the stream collides on the unique version, as it
-    would after a separate read), and set on `event`."""
+def _event_values(event: Event) -> list:
     ops = connection.ops
-    values = [
+    return [
         event.stream,
         event.type,
         event.schema_version,
@@ -69,6 +67,15 @@ def event_insert(event: Event) -> None:
         event.fingerprint,
         ops.adapt_datetimefield_value(event.recorded_at),
     ]
+
+
+def event_insert(event: Event) -> None:
+    """INSERT `event` and set its id. PostgreSQL's trigger stamps the txid, as for the ORM.
+
+    With no `version`, the event goes at the end of its stream: the version is read in the
+    same statement (a concurrent append to the stream collides on the unique version, as it
+    would after a separate read), and set on `event`."""
+    values = _event_values(event)
     with connection.cursor() as cursor:
         if event.version is None:
             cursor.execute(_EVENT_APPEND, [*values, event.stream])
@@ -116,6 +123,69 @@ def entry_insert(*, event: Event, kind: str, legs: "Sequence[Leg]") -> Entry:
             params += [entry.pk, *postings[i : i + 3]]
         cursor.execute(_POSTING_INSERT + ", ".join(["(%s, %s, %s, %s)"] * len(legs)), params)
     return entry
+
+
+_ENTRY_PART = (
+    "en AS (INSERT INTO ledger_entry (event_id, kind, created_at) "
+    "SELECT ev.id, %s, %s FROM ev RETURNING id)"
+)
+_POSTINGS_PART = (
+    "po AS (INSERT INTO ledger_posting (entry_id, account_id, amount, currency) "
+    "SELECT en.id, v.account_id, v.amount, v.currency FROM en, (VALUES {rows}) "
+    "AS v (account_id, amount, currency))"
+)
+_MOVE_PART = (
+    "{name} AS (UPDATE ledger_account SET balance = balance + %s WHERE id = %s "
+    "AND (allow_negative OR balance >= %s) AND EXISTS (SELECT 1 FROM {before}) RETURNING id)"
+)
+
+_COUNT_PART = "(SELECT count(*) FROM {name})"
+_RESULT_PART = " SELECT ev.id, ev.version, en.id, {counted} FROM ev, en"
+
+
+def entry_post_at_once(
+    *, event: Event, kind: str, legs: "Sequence[Leg]", moves: Sequence[tuple[int, int]]
+) -> tuple[Entry, int]:
+    """PostgreSQL: INSERT `event`, its entry and postings, and apply `moves` ((account id,
+    delta) of projected balances, in id order) in one statement. Each move reads the one before
+    it, so they run, and lock their rows, in that order; a move whose floor would be crossed
+    stops the ones after it. Returns the entry (its event saved and versioned) and how many
+    moves were applied: fewer than `moves` means a floor was crossed, and the caller must roll
+    the transaction back."""
+    values = _event_values(event)
+    if event.version is None:
+        head = (
+            f"{_EVENT_APPEND_SELECT}, COALESCE(MAX(version), 0) + 1 "
+            "FROM ledger_event WHERE stream = %s"
+        )
+        params = [*values, event.stream]
+    else:
+        head = f"{_EVENT_APPEND_SELECT}, %s"
+        params = [*values, event.version]
+    entry = Entry(event=event, kind=kind, created_at=event.recorded_at)
+    params += [kind, connection.ops.adapt_datetimefield_value(entry.created_at)]
+    for leg in legs:
+        params += [leg.account.pk, leg.amount, leg.account.currency]
+    # Only placeholders and fixed names are formatted into the text; every value is a parameter.
+    rows = ", ".join(["(%s::bigint, %s::bigint, %s::varchar)"] * len(legs))
+    parts = [
+        f"WITH ev AS ({head} RETURNING id, version)",
+        _ENTRY_PART,
+        _POSTINGS_PART.format(rows=rows),
+    ]
+    before = "en"
+    for i, (account_id, delta) in enumerate(moves):
+        parts.append(_MOVE_PART.format(name=f"m{i}", before=before))
+        params += [delta, account_id, -delta]
+        before = f"m{i}"
+    counted = " + ".join(_COUNT_PART.format(name=f"m{i}") for i in range(len(moves))) or "0"
+    sql = ", ".join(parts) + _RESULT_PART.format(counted=counted)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        event_id, event.version, entry_id, moved = cursor.fetchone()
+    _saved(event, event_id)
+    _saved(entry, entry_id)
+    return entry, moved
 
 
 def balance_add(account_id: int, delta: int) -> bool:

@@ -57,6 +57,20 @@ def test_it_refuses_to_overdraw_and_writes_nothing():
     assert verify_ledger().ok
 
 
+@pytest.mark.parametrize("short", [0, 1, 2])
+def test_an_overdraft_on_any_leg_names_its_account_and_writes_nothing(short):
+    # Balances move in id order (one statement on PostgreSQL, each move after the one before):
+    # whichever leg crosses its floor, the legs before it are undone with everything else.
+    accounts = [funded(f"u{i}:available", 100) for i in range(3)]
+    amounts = [[-150, 75, 75], [75, -150, 75], [75, 75, -150]][short]
+    before = (Entry.objects.count(), Event.objects.count())
+    with pytest.raises(InsufficientFunds, match=f"u{short}:available"):
+        post([Leg(a, x) for a, x in zip(accounts, amounts, strict=True)])
+    assert [Account.objects.get(pk=a.pk).balance for a in accounts] == [100, 100, 100]
+    assert (Entry.objects.count(), Event.objects.count()) == before
+    assert verify_ledger().ok
+
+
 def test_revenue_is_derived_from_postings_not_a_hot_row():
     alice = funded("alice:available", 1000)
     revenue = open_account("platform:revenue", kind="revenue")
