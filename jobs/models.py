@@ -55,8 +55,10 @@ ACTIVE_ATTEMPT_STATES = (AttemptState.LEASED, AttemptState.RUNNING)
 
 
 class Job(models.Model):
+    # No index of its own: job_submitter_recent (submitter, -id) leads with it. Every index on
+    # the hot tables is paid for by every claim and completion (docs/benchmarks.md §7).
     submitter = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs"
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs", db_index=False
     )
     name = models.CharField(max_length=200, blank=True)
     kind = models.CharField(max_length=16, choices=JobKind.choices)
@@ -111,7 +113,8 @@ class Job(models.Model):
 
 
 class Task(models.Model):
-    job = models.ForeignKey(Job, on_delete=models.PROTECT, related_name="tasks")
+    # Indexed by task_job_index (job, index), which leads with it.
+    job = models.ForeignKey(Job, on_delete=models.PROTECT, related_name="tasks", db_index=False)
     index = models.PositiveIntegerField()
     state = models.CharField(max_length=16, choices=TaskState.choices, default=TaskState.QUEUED)
     # Denormalised from the job so the claim reads one table through one index.
@@ -166,10 +169,15 @@ def new_lease_token() -> str:
 
 
 class Attempt(models.Model):
-    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="attempt_set")
+    # Indexed by attempt_task_number (task, number), which leads with it.
+    task = models.ForeignKey(
+        Task, on_delete=models.PROTECT, related_name="attempt_set", db_index=False
+    )
     node = models.ForeignKey("nodes.Node", on_delete=models.PROTECT, related_name="attempts")
     number = models.PositiveSmallIntegerField()
-    lease_token = models.CharField(max_length=64, unique=True, default=new_lease_token)
+    # Unique by the constraint below: a field's unique=True would add a pattern index on
+    # PostgreSQL that no query uses and every claim and completion would write.
+    lease_token = models.CharField(max_length=64, default=new_lease_token)
     state = models.CharField(
         max_length=16, choices=AttemptState.choices, default=AttemptState.LEASED
     )
@@ -192,6 +200,7 @@ class Attempt(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["task", "number"], name="attempt_task_number"),
+            models.UniqueConstraint(fields=["lease_token"], name="attempt_lease_token"),
         ]
         indexes = [
             # The reaper: WHERE state IN ('leased','running') AND lease_expires_at < now().

@@ -188,7 +188,10 @@ class Entry(AppendOnlyModel):
 class Posting(AppendOnlyModel):
     id = models.BigAutoField(primary_key=True)
     entry = models.ForeignKey(Entry, on_delete=models.PROTECT, related_name="postings")
-    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="postings")
+    # Indexed by posting_account_id (account, id), which leads with it.
+    account = models.ForeignKey(
+        Account, on_delete=models.PROTECT, related_name="postings", db_index=False
+    )
     amount = models.BigIntegerField()
     currency = models.CharField(max_length=3, default=CREDITS)
 
