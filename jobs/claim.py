@@ -257,7 +257,7 @@ def _claim_in_one_statement(profile: NodeProfile, now: datetime) -> Lease | None
     att_columns, att_values, params = insert_select_lists(
         attempt,
         name="att",
-        exprs={"task_id": "pick.id", "number": "pick.attempts + 1"},
+        exprs={"task_id": "pick.id", "number": "pick.attempts + 1", "leased_at": "%(now)s"},
     )
     claimed = event_sql(
         name="claimed",
@@ -266,7 +266,7 @@ def _claim_in_one_statement(profile: NodeProfile, now: datetime) -> Lease | None
         stream_id="pick.id",
         version="pick.version + 1",
         actor=f"node:{profile.node_id}",
-        recorded_at=now,
+        recorded_at="%(now)s",
         payload=_claimed_payload(
             profile,
             attempt.lease_expires_at,
@@ -287,7 +287,7 @@ def _claim_in_one_statement(profile: NodeProfile, now: datetime) -> Lease | None
             "WHERE e.stream = 'job:' || started.id)"
         ),
         actor="system",
-        recorded_at=now,
+        recorded_at="%(now)s",
         payload={"job_id": SqlInt("started.id")},
     )
     sql = _ONE_STATEMENT.format(

@@ -19,6 +19,8 @@ from ledger import registry
 from ledger.canonical import canonical_json
 from ledger.models import Event
 
+_LITERAL = re.compile(r"[A-Za-z][A-Za-z0-9_:.-]*")
+
 # Stand-ins for the statement's integers while Python serialises the payload: far above any id,
 # so their digits cannot occur in the rest of the JSON by accident.
 _STAND_IN = 7_318_000_000_000_000_000
@@ -54,13 +56,19 @@ def event_sql(
     version: str,
     payload: dict[str, Any],
     actor: str,
-    recorded_at: datetime,
+    recorded_at: datetime | str,
 ) -> EventSql:
     """The columns (in COLUMNS order) of an event on stream `<stream_prefix><stream_id>` at
     `version`, where `stream_id` and `version` are integer SQL expressions and `payload`'s
-    `SqlInt` values are filled in by the statement."""
-    if canonical_json(stream_prefix)[1:-1].decode() != stream_prefix:
-        raise ValueError(f"stream prefix {stream_prefix!r} would need escaping in JSON")
+    `SqlInt` values are filled in by the statement. `recorded_at` is a value, or the SQL of a
+    parameter the statement already has (`%(now)s`).
+
+    The type, the stream prefix and the schema version are written into the SQL as literals
+    (they are the code's own names, checked below), the rest are parameters: psycopg caches
+    its conversion of a statement only up to 50 parameters, and the claim is near that."""
+    for literal in (type, stream_prefix):
+        if not _LITERAL.fullmatch(literal):
+            raise ValueError(f"{literal!r} cannot be written into SQL as a literal")
     exprs: dict[str, str] = {}
     sample: dict[str, Any] = {}
     for key, value in payload.items():
@@ -82,25 +90,21 @@ def event_sql(
             params[f"{name}_p{i}"] = piece
             parts.append(f"%({name}_p{i})s::text")
     payload_text = " || ".join(parts)
-    stream_text = f"%({name}_prefix)s::text || ({stream_id})::text"
+    stream_text = f"'{stream_prefix}' || ({stream_id})::text"
     # canonical_json({"payload": …, "stream": …, "type": …}): sorted keys, no spaces.
     hashed = (
         f'\'{{"payload":\' || {payload_text} || \',"stream":"\' || {stream_text} || '
-        f"'\",\"type\":' || %({name}_type_json)s::text || '}}'"
+        f'\'","type":"{type}"}}\''
     )
-    params.update(
-        {
-            f"{name}_prefix": stream_prefix,
-            f"{name}_type": type,
-            f"{name}_type_json": canonical_json(type).decode(),
-            f"{name}_schema": event_type.schema_version,
-            f"{name}_actor": actor,
-            f"{name}_at": recorded_at,
-        }
-    )
+    params[f"{name}_actor"] = actor
+    if isinstance(recorded_at, str):
+        at = recorded_at
+    else:
+        at = f"%({name}_at)s"
+        params[f"{name}_at"] = recorded_at
     select = (
-        f"{stream_text}, %({name}_type)s, %({name}_schema)s, ({payload_text})::jsonb, "
+        f"{stream_text}, '{type}', {int(event_type.schema_version)}, ({payload_text})::jsonb, "
         f"%({name}_actor)s, NULL, encode(sha256(convert_to({hashed}, 'UTF8')), 'hex'), "
-        f"%({name}_at)s, {version}"
+        f"{at}, {version}"
     )
     return EventSql(select, params)

@@ -175,3 +175,26 @@ def test_the_one_statement_claim_writes_the_events_the_python_path_would(submitt
     }
     assert (task.state, task.attempts, task.current_attempt_id) == ("leased", 1, attempt.pk)
     assert started.id > claimed.id  # the log reads in the order the claim happened
+
+
+@pytest.mark.postgres
+def test_the_claim_statement_stays_within_what_psycopg_caches(submitter, bob, monkeypatch):
+    # Past these limits psycopg parses the statement's placeholders anew on every call (12 % of
+    # the hub's samples under load, docs/benchmarks.md §2): a claim that grows a parameter
+    # too many must be noticed, not just run slower.
+    import psycopg._queries as queries
+
+    submit(submitter)
+    _, agent = online_node(bob)
+    seen = []
+    convert = queries.PostgresQuery.convert
+
+    def spy(self, query, variables):
+        seen.append((query, variables))
+        return convert(self, query, variables)
+
+    monkeypatch.setattr(queries.PostgresQuery, "convert", spy)
+    assert claim(agent).status_code == 200
+    (query, variables), *_ = [(q, v) for q, v in seen if "WITH pick" in str(q)]
+    assert len(query) <= queries.MAX_CACHED_STATEMENT_LENGTH
+    assert len(variables) <= queries.MAX_CACHED_STATEMENT_PARAMS
