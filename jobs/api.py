@@ -19,6 +19,7 @@ from rest_framework.views import APIView
 from computepool.api.permissions import IsSubmitter
 from jobs import attempts as attempt_services
 from jobs.claim import Lease, task_claim
+from jobs.complete_body import complete_plain
 from jobs.models import Artifact, Attempt, Job, LogChunk
 from jobs.node_profile import profile_for
 from jobs.selectors import job_timeline
@@ -323,7 +324,8 @@ class CompleteApi(_AttemptApi):
         summary="Report success; may lease the next task for the same slot",
     )
     def post(self, request: Request, attempt_id: int) -> Response:
-        d = self._valid(request)
+        # The common body without DRF's serializers; anything else goes to CompleteIn.
+        d = complete_plain(request.data) or self._valid(request)
         outcome = attempt_services.attempt_complete(
             attempt_id=attempt_id,
             token=d["lease_token"],
