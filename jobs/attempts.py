@@ -31,7 +31,8 @@ from jobs.models import (
     Task,
     TaskState,
 )
-from ledger.services import event_append
+from ledger.services import event_append, event_for_statement, event_write_refused
+from ledger.writes import event_insert_after_sql
 
 TAIL_CHARS = 64 * 1024
 
@@ -119,19 +120,73 @@ def _cas_set(fenced: Fenced, token: str, now: datetime, **values: Any) -> None:
 
 def _task_event(fenced: Fenced, type: str, actor: str, **fields: Any) -> None:
     """Append to the task's stream at the version read before the compare-and-set."""
-    event_append(
-        stream=f"task:{fenced.task_id}",
-        type=type,
-        actor=actor,
-        expected_version=fenced.task_version,
-        payload={
+    event_append(**_task_event_args(fenced, type, actor, fields))
+
+
+def _task_event_args(fenced: Fenced, type: str, actor: str, fields: dict) -> dict[str, Any]:
+    return {
+        "stream": f"task:{fenced.task_id}",
+        "type": type,
+        "actor": actor,
+        "expected_version": fenced.task_version,
+        "payload": {
             "task_id": fenced.task_id,
             "job_id": fenced.job_id,
             "index": fenced.index,
             "attempt_id": fenced.attempt_id,
             **fields,
         },
+    }
+
+
+# PostgreSQL: a success's three writes as one statement, in the order the separate statements
+# take them (the attempt by compare-and-set, then its task, then the event): each part reads
+# the one before, so a lost compare-and-set writes nothing after it.
+_SUCCEED = """
+WITH won AS (
+    UPDATE jobs_attempt SET {columns}
+     WHERE id = %s AND lease_token = %s AND state IN (%s, %s) AND lease_expires_at > %s
+    RETURNING id
+),
+task AS (
+    UPDATE jobs_task SET state = %s, finished_at = %s, version = version + 1
+     WHERE id = %s AND current_attempt_id = %s AND EXISTS (SELECT 1 FROM won)
+    RETURNING id
+),
+ev AS ({event})
+SELECT (SELECT count(*) FROM won), (SELECT count(*) FROM ev)
+"""
+
+
+def _succeed_at_once(
+    fenced: Fenced, token: str, now: datetime, values: dict[str, Any], event_fields: dict
+) -> None:
+    event = event_for_statement(
+        **_task_event_args(fenced, "AttemptSucceeded", f"node:{fenced.node_id}", event_fields)
     )
+    insert, event_params = event_insert_after_sql(event, "task")
+    sql = _SUCCEED.format(
+        columns=", ".join(f"{name} = %s" for name in values),
+        event=insert,
+    )
+    params = [
+        *map(db_param, values.values()),
+        fenced.attempt_id, token, *ACTIVE_ATTEMPT_STATES, db_param(now),
+        TaskState.SUCCEEDED, db_param(now), fenced.task_id, fenced.attempt_id,
+        *event_params,
+    ]  # fmt: skip
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            won, recorded = cursor.fetchone()
+    except IntegrityError as exc:
+        event_write_refused(exc, event)
+    if not won:
+        transaction.set_rollback(True)
+        raise StaleLease("the lease ended while this report was being recorded")
+    if not recorded:  # the task had moved on from this attempt: never while the lease held
+        transaction.set_rollback(True)
+        raise StaleLease("the task no longer runs this attempt")
 
 
 def _runtime_ms(fenced: Fenced, now: datetime) -> int:
@@ -263,32 +318,31 @@ def attempt_complete(
         # on one of those while it waits on us (docs/architecture.md, "Lock order"). A stale
         # report rolls it back with the rest.
         billing.record_outcome(node_id=node_id, success=True)
-        _cas_set(
-            fenced,
-            token,
-            now,
-            state=AttemptState.SUCCEEDED,
-            finished_at=now,
-            runtime_ms=runtime,
-            exit_code=exit_code,
-            stdout_tail=_tail(stdout_tail),
-            stderr_tail=_tail(stderr_tail),
-            reported_runtime_s=reported_runtime_s,
-            progress=100,
-        )
-        _finish_task(fenced, TaskState.SUCCEEDED, now)
-        _task_event(
-            fenced,
-            "AttemptSucceeded",
-            f"node:{node_id}",
-            node_id=node_id,
-            runtime_ms=runtime,
-            exit_code=exit_code,
-            artifacts=sorted(
+        values = {
+            "state": AttemptState.SUCCEEDED,
+            "finished_at": now,
+            "runtime_ms": runtime,
+            "exit_code": exit_code,
+            "stdout_tail": _tail(stdout_tail),
+            "stderr_tail": _tail(stderr_tail),
+            "reported_runtime_s": reported_runtime_s,
+            "progress": 100,
+        }
+        event_fields = {
+            "node_id": node_id,
+            "runtime_ms": runtime,
+            "exit_code": exit_code,
+            "artifacts": sorted(
                 [{"name": a.name, "sha256": a.sha256} for a in uploaded.values()],
                 key=lambda a: a["name"],
             ),
-        )
+        }
+        if connection.vendor == "postgresql":
+            _succeed_at_once(fenced, token, now, values, event_fields)
+        else:
+            _cas_set(fenced, token, now, **values)
+            _finish_task(fenced, TaskState.SUCCEEDED, now)
+            _task_event(fenced, "AttemptSucceeded", f"node:{node_id}", **event_fields)
         charged = billing.settle(
             attempt_id=attempt_id, runtime_ms=runtime, charge=True, figures=fenced.figures
         )

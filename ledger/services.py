@@ -147,6 +147,28 @@ def _refuse_duplicate(exc: IntegrityError, event: Event, expected_version: int |
     ) from None
 
 
+def event_for_statement(
+    *, stream: str, type: str, payload: dict[str, Any], actor: str, expected_version: int
+) -> Event:
+    """The unsaved event, validated and fingerprinted, for a caller that writes it inside a
+    statement of its own (`writes.event_insert_after_sql`); an IntegrityError that statement
+    raises goes to `event_write_refused`."""
+    return _event_new(
+        stream=stream,
+        type=type,
+        payload=payload,
+        actor=actor,
+        expected_version=expected_version,
+        idempotency_key=None,
+        key_checked=False,
+    )
+
+
+def event_write_refused(exc: IntegrityError, event: Event) -> None:
+    """Raise what a unique violation on writing `event` (at its version) means."""
+    _refuse_duplicate(exc, event, event.version - 1)
+
+
 def _twin_of_key(exc: IntegrityError, stream: str, key: str) -> bool:
     """Whether a unique violation says that a twin request with the same idempotency key got in
     first: either the key's own index, or the stream's version on a stream named after the key

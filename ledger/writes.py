@@ -85,6 +85,17 @@ def event_insert(event: Event) -> None:
         _saved(event, event_id)
 
 
+def event_insert_after_sql(event: Event, source: str) -> tuple[str, list]:
+    """PostgreSQL: an `INSERT` of `event` (its version set) that writes it once per row of
+    `source`, a CTE of the caller's statement that returns one row when the change the event
+    records was made, none when it was not; and its parameters. Reading `source` also orders
+    the insert after that change."""
+    return (
+        f"{_EVENT_APPEND_SELECT}, %s FROM {source} RETURNING id",
+        [*_event_values(event), event.version],
+    )
+
+
 def event_id_by_key(idempotency_key: str) -> int | None:
     with connection.cursor() as cursor:
         cursor.execute("SELECT id FROM ledger_event WHERE idempotency_key = %s", [idempotency_key])
