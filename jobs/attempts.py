@@ -481,6 +481,8 @@ def job_count_finished(
 ) -> str | None:
     """Count finished tasks; the report that finishes the last task finishes the job."""
     assert counter in _COUNTERS
+    if connection.vendor == "postgresql":
+        return _count_and_finish(job_id, counter, now, by, submitter_id)
     with connection.cursor() as cursor:
         # The row lock taken by this UPDATE orders concurrent last reports: exactly one of
         # them sees done == slices.
@@ -500,6 +502,51 @@ def job_count_finished(
         now=now,
         submitter_id=submitter_id,
     )
+
+
+# PostgreSQL: the count and, for the job's last task, the finish as one statement. `cur` locks
+# the row (after any wait it reads the committed counts: READ COMMITTED re-reads a locked row),
+# so of concurrent last reports exactly one sees every task done while the job is still queued
+# or running; the state it ends in is `job_finish`'s rule. JobFinished is appended by a
+# statement of its own: one taken after this one's lock wait sees every event committed
+# before it (a cancel's JobCancelRequested), where this statement's snapshot would not.
+_COUNT_AND_FINISH = """
+WITH cur AS MATERIALIZED (
+    SELECT id, state, tasks_succeeded + %(s)s AS s, tasks_failed + %(f)s AS f,
+           tasks_cancelled + %(c)s AS c, slices
+      FROM jobs_job WHERE id = %(job)s FOR UPDATE
+),
+fin AS MATERIALIZED (
+    SELECT cur.*, (s + f + c >= slices AND state IN ('queued', 'running')) AS done,
+           CASE WHEN c > 0 THEN 'cancelled' WHEN f > 0 THEN 'failed' ELSE 'succeeded' END
+           AS final
+      FROM cur
+)
+UPDATE jobs_job SET tasks_succeeded = fin.s, tasks_failed = fin.f, tasks_cancelled = fin.c,
+       state = CASE WHEN fin.done THEN fin.final ELSE jobs_job.state END,
+       finished_at = CASE WHEN fin.done THEN %(now)s ELSE jobs_job.finished_at END
+  FROM fin WHERE jobs_job.id = fin.id
+RETURNING fin.s, fin.f, fin.c, fin.done, fin.final
+"""
+
+
+def _count_and_finish(
+    job_id: int, counter: str, now: datetime, by: int, submitter_id: int | None
+) -> str | None:
+    params = {
+        "s": by if counter == "tasks_succeeded" else 0,
+        "f": by if counter == "tasks_failed" else 0,
+        "c": by if counter == "tasks_cancelled" else 0,
+        "job": job_id,
+        "now": now,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_COUNT_AND_FINISH, params)
+        succeeded, failed, cancelled, done, final = cursor.fetchone()
+    if not done:
+        return None
+    _finished(job_id, final, succeeded, failed, cancelled, submitter_id)
+    return final
 
 
 def job_finish(
@@ -525,6 +572,14 @@ def job_finish(
         won = cursor.rowcount == 1
     if not won:
         return None
+    _finished(job_id, final, succeeded, failed, cancelled, submitter_id)
+    return final
+
+
+def _finished(
+    job_id: int, final: str, succeeded: int, failed: int, cancelled: int, submitter_id: int | None
+) -> None:
+    """Record the finish the caller has just made, and give back what is still held."""
     event_append(
         stream=f"job:{job_id}",
         type="JobFinished",
@@ -538,4 +593,3 @@ def job_finish(
         },
     )
     billing.release(job_id=job_id, submitter_id=submitter_id)
-    return final
