@@ -469,13 +469,13 @@ def hold_release(*, job_id: int, submitter_id: int, actor: str) -> Entry | None:
     _require("job_id", job_id, minimum=1)
     _require("submitter_id", submitter_id, minimum=1)
     with transaction.atomic(savepoint=False):
-        held = writes.account_lock(job_held_code(job_id))
+        code = available_code(submitter_id)
+        held, available = writes.account_lock_with(job_held_code(job_id), code)
         if held is None or held.balance == 0:
             return None
         if held.owner_id != submitter_id:
             raise DomainError(f"job {job_id}'s hold belongs to another submitter")
-        code = available_code(submitter_id)
-        available = writes.accounts_read([code]).get(code) or account_ensure(
+        available = available or account_ensure(
             code=code, kind=AccountKind.AVAILABLE, owner_id=submitter_id
         )
         return entry_post(

@@ -46,7 +46,6 @@ _BALANCE_MOVE = (
 ACCOUNT_COLUMNS = (
     "id", "code", "kind", "owner_id", "currency", "balance", "allow_negative", "projected",
 )  # fmt: skip
-_ACCOUNT_SELECT = f"SELECT {', '.join(ACCOUNT_COLUMNS)} FROM ledger_account WHERE code"  # noqa: S608
 
 
 def _saved(instance, pk: int) -> None:
@@ -213,25 +212,22 @@ def account_from_row(row: Sequence) -> Account:
     return Account.from_db(connection.alias, ACCOUNT_COLUMNS, values)
 
 
-def accounts_read(codes: Sequence[str]) -> dict[str, Account]:
-    """The existing accounts among `codes` (no lock)."""
-    if not codes:
-        return {}
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"{_ACCOUNT_SELECT} IN ({', '.join(['%s'] * len(codes))})",
-            list(codes),
-        )
-        return {row[1]: account_from_row(row) for row in cursor.fetchall()}
-
-
-def account_lock(code: str) -> Account | None:
+def account_lock_with(code: str, other: str) -> tuple[Account | None, Account | None]:
     """The account `code` with its row locked until the transaction ends (PostgreSQL; on SQLite
-    the writer already holds the database), or None if there is none."""
-    sql = f"{_ACCOUNT_SELECT} = %s"
+    the writer already holds the database), and in the same statement the account `other`
+    (read, not locked); each None where there is none."""
+    columns = ", ".join(f"{alias}.{c}" for alias in "lo" for c in ACCOUNT_COLUMNS)
+    sql = (
+        f"SELECT {columns} FROM ledger_account l "  # noqa: S608 - column names are ours
+        "LEFT JOIN ledger_account o ON o.code = %s WHERE l.code = %s"
+    )
     if connection.features.has_select_for_update:
-        sql += " FOR UPDATE"
+        sql += " FOR UPDATE OF l"
     with connection.cursor() as cursor:
-        cursor.execute(sql, [code])
+        cursor.execute(sql, [other, code])
         row = cursor.fetchone()
-    return account_from_row(row) if row else None
+    if row is None:
+        return None, None
+    width = len(ACCOUNT_COLUMNS)
+    found = account_from_row(row[width:]) if row[width] is not None else None
+    return account_from_row(row[:width]), found
