@@ -72,15 +72,18 @@ def main() -> None:
         complete(claim())
         heartbeat()
         reference()
+
     counts = {}
     for name, call in (
         ("reference", reference),
         ("heartbeat", heartbeat),
         ("claim", claim),
-        ("complete", lambda lease=claim(): complete(lease)),  # the claim made before capturing
+        ("complete", complete),
     ):
+        # A completion's lease is claimed before the capture: only its own statements count.
+        args_ = (claim(),) if name == "complete" else ()
         with CaptureQueriesContext(connection) as queries:
-            call()
+            call(*args_)
         sql = [q["sql"] for q in queries.captured_queries]
         counts[name] = len(sql)
         if args.show_sql:

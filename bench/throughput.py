@@ -18,12 +18,11 @@ the agent-key lookup. Keep it in step with the hub.
 import argparse
 import hashlib
 import json
-import secrets
 import statistics
 import tempfile
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
@@ -106,93 +105,85 @@ def _event(cur, stream: str, version: int | None, type_: str, payload: dict, act
     return cur.fetchone()[0]
 
 
-def _entry(
-    cur, event_id: int, kind: str, legs: list[tuple[int, int]], unprojected: int | None = None
+def _event_sql(stream: str, version: int | None, type_: str, payload: dict, actor: str, key=None):
+    """An event INSERT's text and parameters as the hub sends them (`version` None: at the
+    stream's end, read in the same statement)."""
+    body = json.dumps(payload)
+    fingerprint = hashlib.sha256(f"{stream}\n{type_}\n{body}".encode()).hexdigest()
+    columns = "stream, type, schema_version, payload, actor, idempotency_key, fingerprint, "
+    values = [stream, type_, body, actor, key, fingerprint]
+    head = f"INSERT INTO ledger_event ({columns} recorded_at, version) "
+    if version is None:
+        return (
+            head + "SELECT %s, %s, 1, %s, %s, %s, %s, now(), COALESCE(MAX(version), 0) + 1 "
+            "FROM ledger_event WHERE stream = %s",
+            [*values, stream],
+        )
+    return head + "SELECT %s, %s, 1, %s, %s, %s, %s, now(), %s", [*values, version]
+
+
+def _entry_at_once(
+    cur, event: tuple[str, list], kind: str, legs: list[tuple[int, int]], unprojected=None
 ) -> None:
-    # The entry and its postings in one statement, as the hub sends them on PostgreSQL.
-    cur.execute(
-        "WITH e AS (INSERT INTO ledger_entry (event_id, kind, created_at) "  # noqa: S608
-        "VALUES (%s, %s, now()) RETURNING id) "
-        "INSERT INTO ledger_posting (entry_id, account_id, amount, currency) "
-        "SELECT e.id, v.account_id, v.amount, v.currency FROM e, (VALUES "
+    """The event, the entry, its postings and the balance moves (in id order, each after the
+    one before) in one statement, as the hub sends them on PostgreSQL (`entry_post_at_once`)."""
+    sql, params = event
+    parts = [
+        f"WITH ev AS ({sql} RETURNING id, version)",
+        "en AS (INSERT INTO ledger_entry (event_id, kind, created_at) "
+        "SELECT ev.id, %s, now() FROM ev RETURNING id)",
+        "po AS (INSERT INTO ledger_posting (entry_id, account_id, amount, currency) "  # noqa: S608
+        "SELECT en.id, v.account_id, v.amount, v.currency FROM en, (VALUES "
         + ", ".join(["(%s::bigint, %s::bigint, 'CRD'::varchar)"] * len(legs))
-        + ") AS v (account_id, amount, currency) RETURNING entry_id",
-        [event_id, kind, *[value for leg in legs for value in leg]],
-    )
-    for account, amount in sorted(legs):
+        + ") AS v (account_id, amount, currency))",
+    ]
+    params = [*params, kind, *[value for leg in legs for value in leg]]
+    before = "en"
+    for i, (account, amount) in enumerate(sorted(legs)):
         if account == unprojected:  # platform revenue: a posting, no balance row
             continue
-        cur.execute(
-            "UPDATE ledger_account SET balance = balance + %s "
-            "WHERE id = %s AND (allow_negative OR balance >= %s)",
-            [amount, account, -amount],
+        parts.append(
+            f"m{i} AS (UPDATE ledger_account SET balance = balance + %s WHERE id = %s "  # noqa: S608
+            f"AND (allow_negative OR balance >= %s) AND EXISTS (SELECT 1 FROM {before}) "
+            "RETURNING id)"
         )
-
-
-_ACCOUNT = "SELECT id, code, kind, owner_id, currency, balance, allow_negative, projected FROM "
+        params += [amount, account, -amount]
+        before = f"m{i}"
+    cur.execute(", ".join(parts) + " SELECT ev.id FROM ev", params)  # noqa: S608
 
 
 class RawAgent:
     """One node's claim → complete → settle loop as plain SQL on its own connection."""
 
-    def __init__(self, dsn: str, node: dict, claim_sql: str) -> None:
-        self.conn = psycopg.connect(dsn)
-        self.node = node
-        self.claim_sql = claim_sql + " FOR UPDATE OF t SKIP LOCKED"
+    def __init__(self, dsn: str, node: dict) -> None:
+        # The hub's own statements, imported once Django is set up.
+        from jobs.attempts import _COUNT_AND_FINISH
+        from jobs.claim import claim_statement
+        from jobs.node_profile import NodeProfile
         from nodes.services.reliability import _SUCCESS_SQL, half_life_s  # the hub's statement
 
+        self.conn = psycopg.connect(dsn)
+        self.node = n = node
+        self.profile = NodeProfile(
+            node_id=n["id"], operator_id=n["operator"], can_claim=True, region=n["region"],
+            tier=n["tier"], vram_mb=n["vram"], compute_capability=n["cc"], cpu_cores=n["cores"],
+            ram_mb=n["ram"], disk_mb=n["disk"], gpu_count=n["gpus"], price_per_s=n["price"],
+            trusted=True, fit=1.0,
+        )  # fmt: skip
         self.success_sql, self.half_life_s = _SUCCESS_SQL, half_life_s()
+        self.count_sql, self.claim_statement = _COUNT_AND_FINISH, claim_statement
 
     def claim(self) -> tuple | None:
-        n, now = self.node, datetime.now(UTC)
-        with self.conn.transaction(), self.conn.cursor() as cur:
-            cur.execute(
-                self.claim_sql,
-                {
-                    "now": now, "vram": n["vram"], "cores": n["cores"], "ram": n["ram"],
-                    "disk": n["disk"], "gpus": n["gpus"], "cc": n["cc"], "region": n["region"],
-                    "tier_like": f"%,{n['tier']},%", "price": n["price"],
-                    "node_like": f"%,{n['id']},%", "trusted": True,
-                    "reprieve": now - timedelta(seconds=120),
-                },
-            )  # fmt: skip
+        # The hub's own one-statement claim (`claim_statement`), its text and parameters.
+        sql, params, attempt = self.claim_statement(self.profile, datetime.now(UTC))
+        self.conn.autocommit = True
+        with self.conn.cursor() as cur:
+            cur.execute(sql, params)
             row = cur.fetchone()
-            if row is None:
-                return None
-            task_id, job_id, index, attempts, version, job_state = row[:6]
-            token = secrets.token_urlsafe(24)
-            expires = now + timedelta(seconds=90)
-            cur.execute(
-                "INSERT INTO jobs_attempt (task_id, node_id, number, lease_token, state, "
-                "leased_at, lease_expires_at, price_per_s, failure_class, detail, stdout_tail, "
-                "stderr_tail, progress, message, cancel_requested, log_bytes) VALUES (%s, %s, %s, "
-                "%s, 'leased', %s, %s, %s, '', '', '', '', 0, '', false, 0) RETURNING id",
-                [task_id, n["id"], attempts + 1, token, now, expires, n["price"]],
-            )
-            attempt_id = cur.fetchone()[0]
-            cur.execute(
-                "UPDATE jobs_task SET state = 'leased', attempts = %s, version = %s, "
-                "current_attempt_id = %s WHERE id = %s",
-                [attempts + 1, version + 1, attempt_id, task_id],
-            )
-            _event(
-                cur,
-                f"task:{task_id}",
-                version + 1,
-                "TaskClaimed",
-                {"task_id": task_id, "job_id": job_id, "index": index, "attempt_id": attempt_id,
-                 "attempt": attempts + 1, "node_id": n["id"],
-                 "lease_expires_at": expires.isoformat(), "price_per_s": n["price"]},
-                f"node:{n['id']}",
-            )  # fmt: skip
-            if job_state == "queued":
-                cur.execute(
-                    "UPDATE jobs_job SET state = 'running' WHERE id = %s AND state = 'queued'",
-                    [job_id],
-                )
-                if cur.rowcount:
-                    _event(cur, f"job:{job_id}", None, "JobStarted", {"job_id": job_id}, "system")
-        return attempt_id, token
+        self.conn.autocommit = False
+        if row is None:
+            return None
+        return row[-1], attempt.lease_token
 
     def complete(self, attempt_id: int, token: str) -> None:
         n, now = self.node, datetime.now(UTC)
@@ -218,23 +209,26 @@ class RawAgent:
                 self.success_sql,
                 {"now": now, "half": self.half_life_s, "pa": 1.0, "pb": 1.0, "id": n["id"]},
             )
-            cur.execute(
-                "UPDATE jobs_attempt SET state = 'succeeded', finished_at = %s, runtime_ms = %s, "
-                "exit_code = 0, stdout_tail = 'ok', stderr_tail = '', reported_runtime_s = NULL, "
-                "progress = 100 WHERE id = %s AND lease_token = %s AND state IN (%s, %s) "
-                "AND lease_expires_at > %s",
-                [now, runtime, attempt_id, token, "leased", "running", now],
-            )
-            cur.execute(
-                "UPDATE jobs_task SET state = 'succeeded', finished_at = %s, version = version + 1 "
-                "WHERE id = %s AND current_attempt_id = %s",
-                [now, task_id, attempt_id],
-            )
-            _event(
-                cur, f"task:{task_id}", version + 1, "AttemptSucceeded",
+            # The attempt's compare-and-set, its task and AttemptSucceeded, each part after
+            # the one before (`_succeed_at_once`).
+            event, event_params = _event_sql(
+                f"task:{task_id}", version + 1, "AttemptSucceeded",
                 {"task_id": task_id, "job_id": job_id, "index": index, "attempt_id": attempt_id,
                  "node_id": n["id"], "runtime_ms": runtime, "exit_code": 0, "artifacts": []},
                 f"node:{n['id']}",
+            )  # fmt: skip
+            cur.execute(
+                "WITH won AS (UPDATE jobs_attempt SET state = 'succeeded', finished_at = %s, "  # noqa: S608
+                "runtime_ms = %s, exit_code = 0, stdout_tail = 'ok', stderr_tail = '', "
+                "reported_runtime_s = NULL, progress = 100 WHERE id = %s AND lease_token = %s "
+                "AND state IN (%s, %s) AND lease_expires_at > %s RETURNING id), "
+                "task AS (UPDATE jobs_task SET state = 'succeeded', finished_at = %s, "
+                "version = version + 1 WHERE id = %s AND current_attempt_id = %s "
+                "AND EXISTS (SELECT 1 FROM won) RETURNING id), "
+                f"ev AS ({event} FROM task RETURNING id) "
+                "SELECT (SELECT count(*) FROM won), (SELECT count(*) FROM ev)",
+                [now, runtime, attempt_id, token, "leased", "running", now, now, task_id,
+                 attempt_id, *event_params],
             )  # fmt: skip
             # Settlement: the hold locked, the book's fee and the two credited accounts read
             # alongside; a fresh settlement looks for no earlier one.
@@ -266,54 +260,43 @@ class RawAgent:
             }  # fmt: skip
             legs = [(held_id, -cost), (earnings, cost - fee), (revenue, fee)]
             payload["postings"] = [[str(a), m, "CRD"] for a, m in legs]
-            ev = _event(cur, key, 1, "AttemptSettled", payload, "system:settlement", key)
+            event = _event_sql(key, 1, "AttemptSettled", payload, "system:settlement", key)
             # Revenue is not projected: its posting is written, its balance row not touched.
-            _entry(cur, ev, "settlement", [leg for leg in legs if leg[1]], unprojected=revenue)
-            # The job's counter, its end, and the release of what is still held.
-            cur.execute(
-                "UPDATE jobs_job SET tasks_succeeded = tasks_succeeded + %s WHERE id = %s "
-                "RETURNING tasks_succeeded, tasks_failed, tasks_cancelled, slices",
-                [1, job_id],
+            _entry_at_once(
+                cur, event, "settlement", [leg for leg in legs if leg[1]], unprojected=revenue
             )
-            succeeded, failed, cancelled, slices = cur.fetchone()
-            if succeeded + failed + cancelled >= slices:
-                cur.execute(
-                    "UPDATE jobs_job SET state = %s, finished_at = %s WHERE id = %s "
-                    "AND state IN (%s, %s)",
-                    ["succeeded", now, job_id, "queued", "running"],
-                )
+            # The job's counter and, for its last task, its end (`_count_and_finish`); then
+            # JobFinished and the release of what is still held.
+            cur.execute(self.count_sql, {"s": 1, "f": 0, "c": 0, "job": job_id, "now": now})
+            succeeded, _, _, done, _ = cur.fetchone()
+            if done:
                 _event(
                     cur, f"job:{job_id}", None, "JobFinished",
                     {"job_id": job_id, "state": "succeeded", "succeeded": succeeded, "failed": 0,
                      "cancelled": 0},
                     "system",
                 )  # fmt: skip
+                # The hold locked and the submitter's account read in one statement.
                 cur.execute(
-                    _ACCOUNT + "ledger_account WHERE code = %s FOR UPDATE",
-                    [f"job:{job_id}:held"],
+                    "SELECT l.balance, o.id FROM ledger_account l LEFT JOIN ledger_account o "
+                    "ON o.code = %s WHERE l.code = %s FOR UPDATE OF l",
+                    [f"user:{submitter_id}:available", f"job:{job_id}:held"],
                 )
-                rest = cur.fetchone()[5]
-                cur.execute(
-                    _ACCOUNT + "ledger_account WHERE code IN (%s)",
-                    [f"user:{submitter_id}:available"],
-                )
-                available = cur.fetchone()[0]
+                rest, available = cur.fetchone()
                 if rest:
-                    ev = _event(
-                        cur, f"hold:job:{job_id}", None, "CreditsReleased",
+                    event = _event_sql(
+                        f"hold:job:{job_id}", None, "CreditsReleased",
                         {"job_id": job_id, "submitter_id": submitter_id, "amount_minor": rest,
                          "postings": [[f"job:{job_id}:held", -rest, "CRD"],
                                       [f"user:{submitter_id}:available", rest, "CRD"]]},
                         "system",
                     )  # fmt: skip
-                    _entry(cur, ev, "release", [(held_id, -rest), (available, rest)])
+                    _entry_at_once(cur, event, "release", [(held_id, -rest), (available, rest)])
         cur.close()
 
 
 def raw_ceiling(dsn: str, nodes: list[dict], seconds: float) -> tuple[int, float]:
-    from jobs.claim import _CLAIM_SQL
-
-    workers = [RawAgent(dsn, node, _CLAIM_SQL) for node in nodes]
+    workers = [RawAgent(dsn, node) for node in nodes]
     done = [0] * len(workers)
     deadline = time.perf_counter() + seconds
     start = time.perf_counter()
@@ -448,7 +431,7 @@ def main() -> None:
             "id": node_id, "vram": sample.gpu_vram_mb, "cores": sample.cpu_cores,
             "ram": sample.ram_mb, "disk": sample.disk_mb, "gpus": sample.gpu_count,
             "cc": sample.compute_capability, "region": sample.region, "tier": sample.tier,
-            "price": billing.node_price(sample),
+            "price": billing.node_price(sample), "operator": sample.operator_id,
         }
         for node_id in nodes[: args.raw_threads]
     ]  # fmt: skip

@@ -252,7 +252,9 @@ SELECT pick.*, att.id FROM pick JOIN att ON att.task_id = pick.id
 """
 
 
-def _claim_in_one_statement(profile: NodeProfile, now: datetime) -> Lease | None:
+def claim_statement(profile: NodeProfile, now: datetime) -> tuple[str, dict[str, Any], Attempt]:
+    """PostgreSQL: the claim's one statement for `profile` at `now`, its parameters, and the
+    attempt it inserts (unsaved: the statement returns its id last)."""
     attempt = _new_attempt(profile, now)
     att_columns, att_values, params = insert_select_lists(
         attempt,
@@ -300,6 +302,11 @@ def _claim_in_one_statement(profile: NodeProfile, now: datetime) -> Lease | None
         started=started.select,
     )
     params |= claimed.params | started.params | claim_params(profile, now)
+    return sql, params, attempt
+
+
+def _claim_in_one_statement(profile: NodeProfile, now: datetime) -> Lease | None:
+    sql, params, attempt = claim_statement(profile, now)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
