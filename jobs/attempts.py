@@ -33,6 +33,7 @@ from jobs.models import (
 )
 from ledger.services import event_append, event_for_statement, event_write_refused
 from ledger.writes import event_insert_after_sql
+from nodes.services import node_success_sql
 
 TAIL_CHARS = 64 * 1024
 
@@ -139,18 +140,21 @@ def _task_event_args(fenced: Fenced, type: str, actor: str, fields: dict) -> dic
     }
 
 
-# PostgreSQL: a success's three writes as one statement, in the order the separate statements
-# take them (the attempt by compare-and-set, then its task, then the event): each part reads
-# the one before, so a lost compare-and-set writes nothing after it.
+# PostgreSQL: a success's four writes as one statement, in the order the separate statements
+# take them: the node's reliability (node rows come first, docs/architecture.md "Lock order"),
+# the attempt by compare-and-set, its task, the event. Each part reads the one before, so a
+# lost compare-and-set writes nothing after it (and the caller rolls the reliability back).
 _SUCCEED = """
-WITH won AS (
+WITH rel AS ({reliability}),
+won AS (
     UPDATE jobs_attempt SET {columns}
-     WHERE id = %s AND lease_token = %s AND state IN (%s, %s) AND lease_expires_at > %s
+     WHERE id = %(attempt)s AND lease_token = %(token)s AND state IN (%(leased)s, %(running)s)
+       AND lease_expires_at > %(now)s AND EXISTS (SELECT 1 FROM rel)
     RETURNING id
 ),
 task AS (
-    UPDATE jobs_task SET state = %s, finished_at = %s, version = version + 1
-     WHERE id = %s AND current_attempt_id = %s AND EXISTS (SELECT 1 FROM won)
+    UPDATE jobs_task SET state = %(task_state)s, finished_at = %(now)s, version = version + 1
+     WHERE id = %(task)s AND current_attempt_id = %(attempt)s AND EXISTS (SELECT 1 FROM won)
     RETURNING id
 ),
 ev AS ({event})
@@ -164,17 +168,23 @@ def _succeed_at_once(
     event = event_for_statement(
         **_task_event_args(fenced, "AttemptSucceeded", f"node:{fenced.node_id}", event_fields)
     )
-    insert, event_params = event_insert_after_sql(event, "task")
+    insert, event_params = event_insert_after_sql(event, "task", "ev")
+    reliability, params = node_success_sql(node_id=fenced.node_id, now=now)
     sql = _SUCCEED.format(
-        columns=", ".join(f"{name} = %s" for name in values),
+        reliability=reliability,
+        columns=", ".join(f"{name} = %(v_{name})s" for name in values),
         event=insert,
     )
-    params = [
-        *map(db_param, values.values()),
-        fenced.attempt_id, token, *ACTIVE_ATTEMPT_STATES, db_param(now),
-        TaskState.SUCCEEDED, db_param(now), fenced.task_id, fenced.attempt_id,
-        *event_params,
-    ]  # fmt: skip
+    params = {**params, **event_params}
+    params |= {f"v_{name}": db_param(value) for name, value in values.items()}
+    params |= {
+        "attempt": fenced.attempt_id,
+        "token": token,
+        "leased": ACTIVE_ATTEMPT_STATES[0],
+        "running": ACTIVE_ATTEMPT_STATES[1],
+        "task_state": TaskState.SUCCEEDED,
+        "task": fenced.task_id,
+    }
     try:
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
@@ -316,8 +326,8 @@ def attempt_complete(
         # The node's reliability in the same commit, and its row first: the reapers and a
         # quarantine lock nodes before attempts and holds, so taking it after them could wait
         # on one of those while it waits on us (docs/architecture.md, "Lock order"). A stale
-        # report rolls it back with the rest.
-        billing.record_outcome(node_id=node_id, success=True)
+        # report rolls it back with the rest. On PostgreSQL it is the first part of the
+        # success's one statement.
         values = {
             "state": AttemptState.SUCCEEDED,
             "finished_at": now,
@@ -340,6 +350,7 @@ def attempt_complete(
         if connection.vendor == "postgresql":
             _succeed_at_once(fenced, token, now, values, event_fields)
         else:
+            billing.record_outcome(node_id=node_id, success=True)
             _cas_set(fenced, token, now, **values)
             _finish_task(fenced, TaskState.SUCCEEDED, now)
             _task_event(fenced, "AttemptSucceeded", f"node:{node_id}", **event_fields)

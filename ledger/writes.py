@@ -84,15 +84,19 @@ def event_insert(event: Event) -> None:
         _saved(event, event_id)
 
 
-def event_insert_after_sql(event: Event, source: str) -> tuple[str, list]:
+def event_insert_after_sql(event: Event, source: str, name: str) -> tuple[str, dict]:
     """PostgreSQL: an `INSERT` of `event` (its version set) that writes it once per row of
     `source`, a CTE of the caller's statement that returns one row when the change the event
-    records was made, none when it was not; and its parameters. Reading `source` also orders
-    the insert after that change."""
-    return (
-        f"{_EVENT_APPEND_SELECT}, %s FROM {source} RETURNING id",
-        [*_event_values(event), event.version],
+    records was made, none when it was not; and its parameters, named `<name>_<n>` to fit the
+    caller's. Reading `source` also orders the insert after that change."""
+    values = [*_event_values(event), event.version]
+    names = [f"{name}_{i}" for i in range(len(values))]
+    placeholders = ", ".join(f"%({n})s" for n in names)
+    sql = (
+        f"INSERT INTO ledger_event ({_EVENT_COLUMNS}) "  # noqa: S608 - column names are ours
+        f"SELECT {placeholders} FROM {source} RETURNING id"
     )
+    return sql, dict(zip(names, values, strict=True))
 
 
 def event_id_by_key(idempotency_key: str) -> int | None:

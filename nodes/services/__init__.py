@@ -13,7 +13,12 @@ from nodes.services.quarantine import (
     node_quarantine,
     node_quarantine_lift,
 )
-from nodes.services.reliability import Outcome, node_record_outcome, nodes_reliability_decay
+from nodes.services.reliability import (
+    Outcome,
+    node_record_outcome,
+    node_success_sql,
+    nodes_reliability_decay,
+)
 
 __all__ = [
     "HeartbeatReply",
@@ -28,6 +33,7 @@ __all__ = [
     "node_record_outcome",
     "node_register",
     "node_retire",
+    "node_success_sql",
     "node_update",
     "nodes_reap",
     "nodes_reliability_decay",

@@ -261,3 +261,34 @@ def test_the_detail_and_timeline_come_from_the_tables_and_the_log(leased, submit
     timeline = submitter.get(f"/api/v1/jobs/{job_id}/timeline").json()["results"]
     types = [e["type"] for e in reversed(timeline)]
     assert types == ["JobSubmitted", "TaskClaimed", "JobStarted", "AttemptSucceeded", "JobFinished"]
+
+
+def test_a_completion_that_loses_its_compare_and_set_changes_nothing(leased, monkeypatch):
+    # The lease ends between the fenced read and the write (a reaper got there first): the
+    # write, one statement on PostgreSQL with the node's reliability in it, must leave
+    # everything as it was, that reliability included.
+    from jobs import attempts
+    from jobs.errors import StaleLease
+    from nodes.models import Node
+
+    _, node, _, lease = leased
+    read = attempts._read
+
+    def read_then_lose(*args):
+        fenced = read(*args)
+        Attempt.objects.filter(pk=lease["attempt_id"]).update(state="lost")
+        return fenced
+
+    monkeypatch.setattr(attempts, "_read", read_then_lose)
+    before = Node.objects.values_list("rel_alpha", "reliability_at").get(pk=node.pk)
+    events = Event.objects.count()
+    with pytest.raises(StaleLease):
+        attempts.attempt_complete(
+            attempt_id=lease["attempt_id"],
+            token=lease["lease_token"],
+            node_id=node.pk,
+            exit_code=0,
+        )
+    assert Node.objects.values_list("rel_alpha", "reliability_at").get(pk=node.pk) == before
+    assert Event.objects.count() == events
+    assert Task.objects.get().state == "leased"
