@@ -18,6 +18,7 @@ the agent-key lookup. Keep it in step with the hub.
 import argparse
 import hashlib
 import json
+import re
 import statistics
 import tempfile
 import threading
@@ -204,12 +205,8 @@ class RawAgent:
         self.conn.autocommit = False
         runtime = max(0, int((now - leased_at).total_seconds() * 1000))
         with self.conn.transaction():
-            # The node's reliability first, decayed and counted in the statement.
-            cur.execute(
-                self.success_sql,
-                {"now": now, "half": self.half_life_s, "pa": 1.0, "pb": 1.0, "id": n["id"]},
-            )
-            # The attempt's compare-and-set, its task and AttemptSucceeded, each part after
+            # The node's reliability (decayed and counted in SQL), the attempt's
+            # compare-and-set, its task and AttemptSucceeded: one statement, each part after
             # the one before (`_succeed_at_once`).
             event, event_params = _event_sql(
                 f"task:{task_id}", version + 1, "AttemptSucceeded",
@@ -217,18 +214,23 @@ class RawAgent:
                  "node_id": n["id"], "runtime_ms": runtime, "exit_code": 0, "artifacts": []},
                 f"node:{n['id']}",
             )  # fmt: skip
+            counter = iter(range(len(event_params)))
+            event = re.sub("%s", lambda _: f"%(e{next(counter)})s", event)
             cur.execute(
-                "WITH won AS (UPDATE jobs_attempt SET state = 'succeeded', finished_at = %s, "  # noqa: S608
-                "runtime_ms = %s, exit_code = 0, stdout_tail = 'ok', stderr_tail = '', "
-                "reported_runtime_s = NULL, progress = 100 WHERE id = %s AND lease_token = %s "
-                "AND state IN (%s, %s) AND lease_expires_at > %s RETURNING id), "
-                "task AS (UPDATE jobs_task SET state = 'succeeded', finished_at = %s, "
-                "version = version + 1 WHERE id = %s AND current_attempt_id = %s "
+                f"WITH rel AS ({self.success_sql}), "  # noqa: S608
+                "won AS (UPDATE jobs_attempt SET state = 'succeeded', finished_at = %(now)s, "
+                "runtime_ms = %(runtime)s, exit_code = 0, stdout_tail = 'ok', stderr_tail = '', "
+                "reported_runtime_s = NULL, progress = 100 WHERE id = %(attempt)s "
+                "AND lease_token = %(token)s AND state IN ('leased', 'running') "
+                "AND lease_expires_at > %(now)s AND EXISTS (SELECT 1 FROM rel) RETURNING id), "
+                "task AS (UPDATE jobs_task SET state = 'succeeded', finished_at = %(now)s, "
+                "version = version + 1 WHERE id = %(task)s AND current_attempt_id = %(attempt)s "
                 "AND EXISTS (SELECT 1 FROM won) RETURNING id), "
                 f"ev AS ({event} FROM task RETURNING id) "
                 "SELECT (SELECT count(*) FROM won), (SELECT count(*) FROM ev)",
-                [now, runtime, attempt_id, token, "leased", "running", now, now, task_id,
-                 attempt_id, *event_params],
+                {"now": now, "half": self.half_life_s, "pa": 1.0, "pb": 1.0, "id": n["id"],
+                 "runtime": runtime, "attempt": attempt_id, "token": token, "task": task_id,
+                 **{f"e{i}": v for i, v in enumerate(event_params)}},
             )  # fmt: skip
             # Settlement: the hold locked, the book's fee and the two credited accounts read
             # alongside; a fresh settlement looks for no earlier one.

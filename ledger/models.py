@@ -82,7 +82,6 @@ class Event(AppendOnlyModel):
         indexes = [
             # The sealer's batch query: WHERE txid >= horizon AND txid < xmin.
             models.Index(fields=["txid"], name="event_txid"),
-            models.Index(fields=["type", "id"], name="event_type_id"),
         ]
 
     def __str__(self) -> str:

@@ -34,3 +34,19 @@ def test_the_log_and_the_books_are_read_only_in_the_admin(client, dave):
         assert not model_admin.has_change_permission(request)
         assert not model_admin.has_delete_permission(request)
         assert not model_admin.has_add_permission(request)
+
+
+@pytest.mark.django_db
+def test_the_log_filters_by_a_registered_type(client, dave):
+    from ledger.models import Event
+    from tests.ledger.helpers import append
+
+    noted = append("job:1")
+    client.force_login(dave)
+    url = reverse("admin:ledger_event_changelist")
+    page = client.get(url)
+    assert b"?type=JobStarted" in page.content  # a registered type is offered
+    shown = client.get(url, {"type": noted.type})
+    assert shown.status_code == 200
+    assert shown.context["cl"].result_count == Event.objects.filter(type=noted.type).count() == 1
+    assert client.get(url, {"type": "JobStarted"}).context["cl"].result_count == 0
