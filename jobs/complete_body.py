@@ -51,11 +51,14 @@ def complete_plain(data: Any) -> dict[str, Any] | None:
             raise _Unplain
         runtime = data.get("reported_runtime_s")
         if runtime is not None:
-            if type(runtime) not in (int, float) or not math.isfinite(runtime):
+            if type(runtime) not in (int, float):
                 raise _Unplain
-            if runtime < _RUNTIME_MIN:
+            try:  # an integer too large for a float is CompleteIn's to refuse
+                runtime = float(runtime)
+            except OverflowError:
+                raise _Unplain from None
+            if not math.isfinite(runtime) or runtime < _RUNTIME_MIN:
                 raise _Unplain
-            runtime = float(runtime)
         want_next = data.get("want_next", False)
         if type(want_next) is not bool:
             raise _Unplain
