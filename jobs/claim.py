@@ -13,12 +13,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from computepool.rawsql import insert_row, insert_select_lists
 from jobs.models import Attempt, JobState, TaskState
 from jobs.node_profile import NodeProfile
+from ledger.errors import VersionConflict
 from ledger.event_sql import COLUMNS as EVENT_COLUMNS
 from ledger.event_sql import TABLE as EVENT_TABLE
 from ledger.event_sql import SqlInt, event_sql
@@ -307,9 +308,16 @@ def claim_statement(profile: NodeProfile, now: datetime) -> tuple[str, dict[str,
 
 def _claim_in_one_statement(profile: NodeProfile, now: datetime) -> Lease | None:
     sql, params, attempt = claim_statement(profile, now)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            row = cursor.fetchone()
+    except IntegrityError:
+        # A version taken on the task's or the job's stream: the statement wrote nothing, and
+        # the caller hears what `event_append` would have said.
+        if connection.in_atomic_block:
+            transaction.set_rollback(True)
+        raise VersionConflict("a stream moved while the task was being claimed") from None
     if row is None:
         return None
     attempt.task_id, attempt.number = row[0], row[3] + 1

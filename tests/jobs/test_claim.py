@@ -198,3 +198,30 @@ def test_the_claim_statement_stays_within_what_psycopg_caches(submitter, bob, mo
     (query, variables), *_ = [(q, v) for q, v in seen if "WITH pick" in str(q)]
     assert len(query) <= queries.MAX_CACHED_STATEMENT_LENGTH
     assert len(variables) <= queries.MAX_CACHED_STATEMENT_PARAMS
+
+
+@pytest.mark.postgres
+def test_a_claim_whose_event_version_is_taken_writes_nothing_and_says_so(submitter, bob):
+    from django.db import transaction
+
+    from jobs.claim import task_claim
+    from jobs.node_profile import profile_for
+    from ledger.errors import VersionConflict
+    from ledger.services import event_append
+
+    submit(submitter)
+    node, _ = online_node(bob)
+    task = Task.objects.get()
+    with transaction.atomic():  # the task's stream moved on without its row: version 1 taken
+        event_append(
+            stream=f"task:{task.pk}",
+            type="TaskStarted",
+            actor="test",
+            expected_version=0,
+            payload={"task_id": task.pk, "job_id": task.job_id, "index": 0, "attempt_id": 1},
+        )
+    with pytest.raises(VersionConflict), transaction.atomic():
+        task_claim(profile=profile_for(node))
+    task.refresh_from_db()
+    assert (task.state, task.attempts) == ("queued", 0)
+    assert not Attempt.objects.exists()
