@@ -81,13 +81,16 @@ def event_append(
         idempotency_key=idempotency_key,
         key_checked=key_checked,
     )
-    if event.replayed:
-        return event
+    if not event.replayed:
+        _insert(event)
+    return event
+
+
+def _insert(event: Event) -> None:
     try:
         writes.event_insert(event)
     except IntegrityError as exc:
-        _refuse_duplicate(exc, event, expected_version)
-    return event
+        event_write_refused(exc, event)
 
 
 def _event_new(
@@ -131,8 +134,9 @@ def _event_new(
     return event
 
 
-def _refuse_duplicate(exc: IntegrityError, event: Event, expected_version: int | None) -> None:
-    """Raise what a unique violation on writing `event` means to the caller."""
+def event_write_refused(exc: IntegrityError, event: Event) -> None:
+    """Raise what a unique violation on writing `event` means to the caller (a writer that
+    puts the event in a statement of its own passes its IntegrityError here too)."""
     # The transaction is unusable on PostgreSQL after this; the caller's atomic block rolls
     # back and nothing of the request is written.
     transaction.set_rollback(True)
@@ -141,7 +145,8 @@ def _refuse_duplicate(exc: IntegrityError, event: Event, expected_version: int |
         raise IdempotencyConflict(
             f"idempotency key {key!r} is being used by a concurrent request"
         ) from None
-    seen = "its end" if expected_version is None else f"version {expected_version}"
+    # The version the caller expected is the one before the event's own (none: its end).
+    seen = "its end" if event.version is None else f"version {event.version - 1}"
     raise VersionConflict(
         f"stream {stream} moved past {seen} while this change was being made"
     ) from None
@@ -162,11 +167,6 @@ def event_for_statement(
         idempotency_key=None,
         key_checked=False,
     )
-
-
-def event_write_refused(exc: IntegrityError, event: Event) -> None:
-    """Raise what a unique violation on writing `event` (at its version) means."""
-    _refuse_duplicate(exc, event, event.version - 1)
 
 
 def _twin_of_key(exc: IntegrityError, stream: str, key: str) -> bool:
@@ -395,31 +395,31 @@ def _check_balanced(legs: Sequence[Leg]) -> None:
         raise UnbalancedEntry(f"postings do not sum to zero: {unbalanced}")
 
 
+def _deltas(legs: Sequence[Leg]) -> list[tuple[Account, int]]:
+    """Each account's net movement in the legs, in account-id order (the order rows are
+    locked in, so no deadlocks), leaving out the accounts the legs do not move."""
+    deltas: dict[int, int] = defaultdict(int)
+    by_id: dict[int, Account] = {}
+    for leg in legs:
+        deltas[leg.account.id] += leg.amount
+        by_id[leg.account.id] = leg.account
+    return [(by_id[i], deltas[i]) for i in sorted(deltas) if deltas[i]]
+
+
 def _move_balances(legs: Sequence[Leg]) -> None:
     """Apply the legs to projected balances, locking rows in id order (no deadlocks).
 
     The UPDATE takes the row lock and checks the floor in one statement, so two concurrent
     debits can never both pass a check made on a stale read.
     """
-    deltas: dict[int, int] = defaultdict(int)
-    by_id: dict[int, Account] = {}
-    for leg in legs:
-        deltas[leg.account.id] += leg.amount
-        by_id[leg.account.id] = leg.account
-    for account_id in sorted(deltas):
-        delta = deltas[account_id]
-        account = by_id[account_id]
-        if delta == 0:
-            continue
+    for account, delta in _deltas(legs):
         if not account.projected:
             if delta < 0 and not account.allow_negative:
                 _check_derived_floor(account)
             continue
-        if not writes.balance_add(account_id, delta):
+        if not writes.balance_add(account.id, delta):
             transaction.set_rollback(True)
-            raise InsufficientFunds(
-                f"account {by_id[account_id].code} cannot go below zero (needs {-delta})"
-            )
+            raise InsufficientFunds(f"account {account.code} cannot go below zero (needs {-delta})")
 
 
 def _check_derived_floor(account: Account) -> None:
@@ -455,22 +455,7 @@ def entry_post(
         **payload,
         "postings": [[leg.account.code, leg.amount, leg.account.currency] for leg in legs],
     }
-    if connection.vendor == "postgresql" and not _debits_derived(legs):
-        return _entry_post_at_once(
-            kind=kind,
-            legs=legs,
-            expected_version=expected_version,
-            event=_event_new(
-                stream=stream,
-                type=event_type,
-                payload=full_payload,
-                actor=actor,
-                expected_version=expected_version,
-                idempotency_key=idempotency_key,
-                key_checked=key_checked,
-            ),
-        )
-    event = event_append(
+    event = _event_new(
         stream=stream,
         type=event_type,
         payload=full_payload,
@@ -481,6 +466,9 @@ def entry_post(
     )
     if event.replayed:
         return Entry.objects.get(event=event)
+    if connection.vendor == "postgresql" and not _debits_derived(legs):
+        return _entry_post_at_once(kind=kind, legs=legs, event=event)
+    _insert(event)
     entry = writes.entry_insert(event=event, kind=kind, legs=legs)
     _move_balances(legs)
     return entry
@@ -495,34 +483,22 @@ def _debits_derived(legs: Sequence[Leg]) -> bool:
     )
 
 
-def _entry_post_at_once(
-    *, kind: str, legs: Sequence[Leg], expected_version: int | None, event: Event
-) -> Entry:
+def _entry_post_at_once(*, kind: str, legs: Sequence[Leg], event: Event) -> Entry:
     """PostgreSQL: the event, the entry, its postings and the balance moves as one statement
-    (`writes.entry_post_sql`), in the order the separate statements take: the event, the entry
-    and postings, then the balances in id order. A floor the statement finds crossed leaves
-    the transaction to roll back, as `_move_balances` does."""
-    if event.replayed:
-        return Entry.objects.get(event=event)
-    deltas: dict[int, int] = defaultdict(int)
-    codes: dict[int, str] = {}
-    for leg in legs:
-        if leg.account.projected:
-            deltas[leg.account.id] += leg.amount
-            codes[leg.account.id] = leg.account.code
-    moves = [
-        (account_id, deltas[account_id]) for account_id in sorted(deltas) if deltas[account_id]
-    ]
+    (`writes.entry_post_at_once`), in the order the separate statements take: the event, the
+    entry and postings, then the balances in id order. A floor the statement finds crossed
+    leaves the transaction to roll back, as `_move_balances` does."""
+    moves = [(account, delta) for account, delta in _deltas(legs) if account.projected]
     try:
-        entry, moved = writes.entry_post_at_once(event=event, kind=kind, legs=legs, moves=moves)
+        entry, moved = writes.entry_post_at_once(
+            event=event, kind=kind, legs=legs, moves=[(a.id, d) for a, d in moves]
+        )
     except IntegrityError as exc:
-        _refuse_duplicate(exc, event, expected_version)
+        event_write_refused(exc, event)
     if moved < len(moves):
         transaction.set_rollback(True)
-        account_id, delta = moves[moved]
-        raise InsufficientFunds(
-            f"account {codes[account_id]} cannot go below zero (needs {-delta})"
-        )
+        account, delta = moves[moved]
+        raise InsufficientFunds(f"account {account.code} cannot go below zero (needs {-delta})")
     return entry
 
 

@@ -21,18 +21,7 @@ _EVENT_COLUMNS = (
     "stream, type, schema_version, payload, actor, idempotency_key, fingerprint, recorded_at, "
     "version"
 )
-_EVENT_INSERT = (
-    f"INSERT INTO ledger_event ({_EVENT_COLUMNS}) "  # noqa: S608 - column names are ours
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id, version"
-)
-_EVENT_APPEND = (
-    f"INSERT INTO ledger_event ({_EVENT_COLUMNS}) "  # noqa: S608 - column names are ours
-    "SELECT %s, %s, %s, %s, %s, %s, %s, %s, COALESCE(MAX(version), 0) + 1 "
-    "FROM ledger_event WHERE stream = %s RETURNING id, version"
-)
-_EVENT_APPEND_SELECT = (
-    f"INSERT INTO ledger_event ({_EVENT_COLUMNS}) SELECT %s, %s, %s, %s, %s, %s, %s, %s"
-)
+_EVENT_SELECT = f"INSERT INTO ledger_event ({_EVENT_COLUMNS}) SELECT %s, %s, %s, %s, %s, %s, %s, %s"
 _ENTRY_INSERT = (
     "INSERT INTO ledger_entry (event_id, kind, created_at) VALUES (%s, %s, %s) RETURNING id"
 )
@@ -68,18 +57,23 @@ def _event_values(event: Event) -> list:
     ]
 
 
-def event_insert(event: Event) -> None:
-    """INSERT `event` and set its id. PostgreSQL's trigger stamps the txid, as for the ORM.
-
-    With no `version`, the event goes at the end of its stream: the version is read in the
-    same statement (a concurrent append to the stream collides on the unique version, as it
-    would after a separate read), and set on `event`."""
+def _event_insert_sql(event: Event) -> tuple[str, list]:
+    """The INSERT of `event` (no RETURNING) and its parameters: at its version, or with none
+    at its stream's end, the version read in the same statement (a concurrent append to the
+    stream collides on the unique version, as it would after a separate read)."""
     values = _event_values(event)
+    if event.version is None:
+        sql = f"{_EVENT_SELECT}, COALESCE(MAX(version), 0) + 1 FROM ledger_event WHERE stream = %s"
+        return sql, [*values, event.stream]
+    return f"{_EVENT_SELECT}, %s", [*values, event.version]
+
+
+def event_insert(event: Event) -> None:
+    """INSERT `event` and set its id and version. PostgreSQL's trigger stamps the txid, as for
+    the ORM."""
+    sql, params = _event_insert_sql(event)
     with connection.cursor() as cursor:
-        if event.version is None:
-            cursor.execute(_EVENT_APPEND, [*values, event.stream])
-        else:
-            cursor.execute(_EVENT_INSERT, [*values, event.version])
+        cursor.execute(sql + " RETURNING id, version", params)
         event_id, event.version = cursor.fetchone()
         _saved(event, event_id)
 
@@ -166,16 +160,7 @@ def entry_post_at_once(
     stops the ones after it. Returns the entry (its event saved and versioned) and how many
     moves were applied: fewer than `moves` means a floor was crossed, and the caller must roll
     the transaction back."""
-    values = _event_values(event)
-    if event.version is None:
-        head = (
-            f"{_EVENT_APPEND_SELECT}, COALESCE(MAX(version), 0) + 1 "
-            "FROM ledger_event WHERE stream = %s"
-        )
-        params = [*values, event.stream]
-    else:
-        head = f"{_EVENT_APPEND_SELECT}, %s"
-        params = [*values, event.version]
+    head, params = _event_insert_sql(event)
     entry = Entry(event=event, kind=kind, created_at=event.recorded_at)
     params += [kind, connection.ops.adapt_datetimefield_value(entry.created_at)]
     for leg in legs:
