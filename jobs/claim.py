@@ -95,11 +95,9 @@ def claim_params(profile: NodeProfile, now: datetime) -> dict[str, Any]:
 
 
 def _select_task(profile: NodeProfile, now: datetime) -> tuple | None:
-    sql = _CLAIM_SQL
-    if connection.vendor == "postgresql":
-        sql += " FOR UPDATE OF t SKIP LOCKED"
+    """SQLite: the claim's pick (the writer already holds the database: no locking clause)."""
     with connection.cursor() as cursor:
-        cursor.execute(sql, claim_params(profile, now))
+        cursor.execute(_CLAIM_SQL, claim_params(profile, now))
         return cursor.fetchone()
 
 
@@ -147,7 +145,6 @@ def task_claim(*, profile: NodeProfile) -> Lease | None:
         if row is None:
             return None
         task_id, job_id, index, attempts, version, job_state = row[:6]
-        expires = now + lease_duration()
         attempt = _new_attempt(profile, now, task_id=task_id, number=attempts + 1)
         insert_row(attempt)
         with connection.cursor() as cursor:
@@ -163,7 +160,7 @@ def task_claim(*, profile: NodeProfile) -> Lease | None:
             expected_version=version,
             payload=_claimed_payload(
                 profile,
-                expires,
+                attempt.lease_expires_at,
                 task_id=task_id,
                 job_id=job_id,
                 index=index,
@@ -218,7 +215,7 @@ def _lease(row: tuple, attempt: Attempt, now: datetime) -> Lease:
 
 # PostgreSQL: the whole claim is one statement, so one round trip and no BEGIN/COMMIT: pick and
 # lock the task, insert its attempt, move it, record TaskClaimed and, for a job's first claim,
-# move the job and record JobStarted. Each part is what the SQLite path below does with
+# move the job and record JobStarted. Each part is what the SQLite path above does with
 # separate statements, and takes its locks in the same order (the task, then the job). The job's
 # CAS re-reads its row after any lock wait (READ COMMITTED), so of two first claims on one job
 # one moves it and records the event; JobStarted goes at the stream's end as `event_append`
