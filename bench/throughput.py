@@ -84,25 +84,9 @@ async def agents(port: int, keys: list[str], seconds: float, mode: str) -> tuple
 
 
 def _event(cur, stream: str, version: int | None, type_: str, payload: dict, actor: str, key=None):
-    """One event INSERT as the hub sends it (`version` None: at the stream's end, read in the
-    same statement)."""
-    body = json.dumps(payload)
-    fingerprint = hashlib.sha256(f"{stream}\n{type_}\n{body}".encode()).hexdigest()
-    columns = "stream, type, schema_version, payload, actor, idempotency_key, fingerprint, "
-    values = [stream, type_, body, actor, key, fingerprint]
-    if version is None:
-        cur.execute(
-            f"INSERT INTO ledger_event ({columns} recorded_at, version) "  # noqa: S608
-            "SELECT %s, %s, 1, %s, %s, %s, %s, now(), COALESCE(MAX(version), 0) + 1 "
-            "FROM ledger_event WHERE stream = %s RETURNING id, version",
-            [*values, stream],
-        )
-    else:
-        cur.execute(
-            f"INSERT INTO ledger_event ({columns} recorded_at, version) "  # noqa: S608
-            "VALUES (%s, %s, 1, %s, %s, %s, %s, now(), %s) RETURNING id, version",
-            [*values, version],
-        )
+    """One event INSERT on its own, as the hub sends it; returns the event's id."""
+    sql, params = _event_sql(stream, version, type_, payload, actor, key)
+    cur.execute(sql + " RETURNING id", params)
     return cur.fetchone()[0]
 
 

@@ -1,5 +1,6 @@
 """Builders for job tests: funded submitters, online nodes, job bodies, agent calls."""
 
+import time
 from typing import Any
 
 import pytest
@@ -92,3 +93,18 @@ def submitter(alice, api):
     """alice with 10,000 credits and her submitter client."""
     fund(alice, 10_000 * CREDITS)
     return api(alice, "submitter")
+
+
+def wait_until_another_waits_on_a_lock(cursor, what: str, timeout: float = 15) -> None:
+    """PostgreSQL: return once another connection to this database waits on a lock (the one
+    `cursor`'s transaction holds, in the tests that call it); fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+        )
+        if cursor.fetchone()[0]:
+            return
+        assert time.monotonic() < deadline, f"{what} never waited on a lock"
+        time.sleep(0.05)

@@ -7,7 +7,6 @@ after the cancel's event, every lock wait notwithstanding.
 """
 
 import threading
-import time
 
 import pytest
 from django.db import connection, transaction
@@ -20,7 +19,13 @@ from jobs.node_profile import profile_for
 from ledger.models import Event
 from ledger.verify import verify_ledger
 from nodes.models import Node
-from tests.jobs.conftest import CREDITS, fund, online_node, submit_job
+from tests.jobs.conftest import (
+    CREDITS,
+    fund,
+    online_node,
+    submit_job,
+    wait_until_another_waits_on_a_lock,
+)
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -38,17 +43,9 @@ def test_the_last_completion_waits_for_a_cancel_and_finishes_the_job_after_it(al
             with transaction.atomic():
                 job_cancel(job=Job.objects.get(pk=job.pk), actor="user:alice")
                 cancelled.set()
-                # Hold the job's row until the completion waits behind it.
+                # Hold the cancel's locks until the completion waits behind them.
                 with connection.cursor() as cursor:
-                    deadline = time.monotonic() + 15
-                    while True:
-                        cursor.execute(
-                            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = "
-                            "'Lock' AND datname = current_database()"
-                        )
-                        if cursor.fetchone()[0] or time.monotonic() > deadline:
-                            break
-                        time.sleep(0.05)
+                    wait_until_another_waits_on_a_lock(cursor, "the completion")
             outcome["cancel"] = "committed"
         except BaseException as exc:  # reported below
             outcome["cancel"] = exc

@@ -7,7 +7,6 @@ waiting for the completing job's hold: a deadlock, which PostgreSQL breaks by fa
 """
 
 import threading
-import time
 from datetime import timedelta
 
 import pytest
@@ -22,17 +21,15 @@ from ledger.accounts import available_code, job_held_code
 from ledger.models import Account
 from ledger.verify import verify_ledger
 from nodes.models import Node
-from tests.jobs.conftest import CREDITS, fund, online_node, submit_job
+from tests.jobs.conftest import (
+    CREDITS,
+    fund,
+    online_node,
+    submit_job,
+    wait_until_another_waits_on_a_lock,
+)
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
-
-
-def _someone_waits_on_a_lock(cursor) -> bool:
-    cursor.execute(
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-        "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
-    )
-    return cursor.fetchone()[0] > 0
 
 
 def reap_beside_a_completion(hold_code: str, then_sql: str, then_params: list) -> int:
@@ -50,10 +47,7 @@ def reap_beside_a_completion(hold_code: str, then_sql: str, then_params: list) -
                     "SELECT id FROM ledger_account WHERE code = %s FOR UPDATE", [hold_code]
                 )
                 holding.set()
-                deadline = time.monotonic() + 15
-                while not _someone_waits_on_a_lock(cursor):  # the reaper, behind our hold
-                    assert time.monotonic() < deadline, "the reaper never waited on the hold"
-                    time.sleep(0.05)
+                wait_until_another_waits_on_a_lock(cursor, "the reaper")  # behind our hold
                 cursor.execute(then_sql, then_params)
             outcome["completion"] = "committed"
         except BaseException as exc:  # reported below
