@@ -415,7 +415,8 @@ def model_copy(model: Any, rows: Iterable[dict[str, Any]], *, reserve: int | Non
     explicitly, and the first id is returned; otherwise the number of rows written."""
     from django.db import connection
 
-    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    # Generated columns (a task's size class) are the database's to compute.
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key and not f.generated]
     defaults = {f.attname: f.get_default() for f in fields}
     names = [f.attname for f in fields]
     columns = [connection.ops.quote_name(f.column) for f in fields]

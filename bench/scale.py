@@ -7,8 +7,9 @@ rolled back, so the queue keeps its size (task_claim's own atomic block becomes 
 two extra round trips of ~0.1 ms are included). Three claimants: an RTX 4090 node (16 cores,
 64 GB), which can run the task at the head of the queue; a CPU node (8 cores, 16 GB), for which
 the claim must pass over the GPU tasks that sort ahead of the CPU tasks; and a small CPU node
-(2 cores, 2 GB), too small for the tasks of every priority above 0, which the claim can only
-reject row by row (cores and RAM are not in the index). The queue: a third GPU tasks, one job
+(2 cores, 2 GB), too small for the tasks of every priority above 0: without the queue's size
+classes (jobs.size_class) its claim would reject them row by row, O(queue); with them it reads
+the head of each of the six classes it fits. The queue: a third GPU tasks, one job
 in ten at priority 1-3, 1-4 cores and 0.5-4 GB each.
 
     .venv/bin/python -m bench.scale [--max-tasks 1000000] [--samples 200]
@@ -50,12 +51,20 @@ def explain(key: str) -> str:
 
     from jobs import claim
     from jobs.node_profile import profile_for
+    from jobs.size_class import node_size_classes
     from nodes.auth import resolve_agent_key
 
     _, node = resolve_agent_key(key)
     p = profile_for(node)
+    # The pick this node's claim makes: through its size classes (a small node) or through
+    # the queue's own index.
     params = claim.claim_params(p, timezone.now())
-    sql = "EXPLAIN (ANALYZE, BUFFERS) " + claim._CLAIM_SQL + " FOR UPDATE OF t SKIP LOCKED"
+    buckets = node_size_classes(p.cpu_cores, p.ram_mb)
+    if buckets:
+        sql = "EXPLAIN (ANALYZE, BUFFERS) " + claim._BUCKETED_PICK
+        params["buckets"] = buckets
+    else:
+        sql = "EXPLAIN (ANALYZE, BUFFERS) " + claim._CLAIM_SQL + " FOR UPDATE OF t SKIP LOCKED"
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(sql, params)
         plan = "\n".join(row[0] for row in cursor.fetchall())

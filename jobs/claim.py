@@ -3,8 +3,10 @@
 `SELECT … FOR UPDATE OF t SKIP LOCKED` over queued tasks whose hard gates the node passes, in
 order of priority, then fit (tasks that need more VRAM first, so a big GPU takes the work only it
 can do), then age; then the attempt, the task's new state and its event. Concurrent claimers skip
-each other's locked rows instead of queueing behind them. On SQLite (the demo) writers are
-serialised by BEGIN IMMEDIATE, so the same statement without the locking clause is safe.
+each other's locked rows instead of queueing behind them. A small node picks the same task
+through the queue's size classes (jobs.size_class), so that a head of work too big for it is
+not read on every claim. On SQLite (the demo) writers are serialised by BEGIN IMMEDIATE, so the
+queue's statement without the locking clause is safe.
 """
 
 import json
@@ -19,6 +21,7 @@ from django.utils import timezone
 from computepool.rawsql import insert_row, insert_select_lists
 from jobs.models import Attempt, JobState, TaskState
 from jobs.node_profile import NodeProfile
+from jobs.size_class import node_size_classes
 from ledger.errors import VersionConflict
 from ledger.event_sql import COLUMNS as EVENT_COLUMNS
 from ledger.event_sql import TABLE as EVENT_TABLE
@@ -26,11 +29,10 @@ from ledger.event_sql import SqlInt, event_sql
 from ledger.services import event_append
 from nodes.signing import sign
 
-_CLAIM_SQL = """
-SELECT t.id, t.job_id, t."index", t.attempts, t.version, j.state, j.spec, j.kind, j.timeout_s,
-       j.cpu_cores, j.ram_mb, j.disk_mb, j.min_vram_mb, j.gpu_count, j.slices
-  FROM jobs_task t JOIN jobs_job j ON j.id = t.job_id
- WHERE t.state = 'queued'
+_COLUMNS = """t.id, t.job_id, t."index", t.attempts, t.version, j.state, j.spec, j.kind,
+       j.timeout_s, j.cpu_cores, j.ram_mb, j.disk_mb, j.min_vram_mb, j.gpu_count, j.slices"""
+# Every hard gate, on the task's own (denormalised) columns.
+_GATES = """t.state = 'queued'
    AND t.available_at <= %(now)s
    AND t.min_vram_mb <= %(vram)s
    AND t.cpu_cores <= %(cores)s
@@ -42,10 +44,37 @@ SELECT t.id, t.job_id, t."index", t.attempts, t.version, j.state, j.spec, j.kind
    AND (t.tier_allow = '' OR t.tier_allow LIKE %(tier_like)s)
    AND t.price_ceiling >= %(price)s
    AND (t.excluded_nodes NOT LIKE %(node_like)s OR t.available_at <= %(reprieve)s)
-   AND (%(trusted)s OR (t.priority <= 0 AND t.attempts + 1 < t.max_attempts))
- ORDER BY t.priority DESC, t.min_vram_mb DESC, t.id
+   AND (%(trusted)s OR (t.priority <= 0 AND t.attempts + 1 < t.max_attempts))"""
+_ORDER = "t.priority DESC, t.min_vram_mb DESC, t.id"
+
+_CLAIM_SQL = f"""
+SELECT {_COLUMNS}
+  FROM jobs_task t JOIN jobs_job j ON j.id = t.job_id
+ WHERE {_GATES}
+ ORDER BY {_ORDER}
  LIMIT 1
-"""
+"""  # noqa: S608 - constants
+
+# A small node's pick (jobs.size_class): the best queued task of each size class it fits, each
+# locked as the queue's pick is, then the best of those heads (the same task the queue's order
+# gives: each class keeps that order, and every task the node fits is in one of its classes).
+# The heads not taken stay locked until the claim's transaction ends, which is this one
+# statement in autocommit; a concurrent claimer passes over them as over any locked row.
+_BUCKETED_PICK = f"""
+SELECT {_COLUMNS}
+  FROM unnest(%(buckets)s::smallint[]) AS b(k)
+ CROSS JOIN LATERAL (
+       SELECT t.id, t.job_id, t."index", t.attempts, t.version, t.priority, t.min_vram_mb
+         FROM jobs_task t
+        WHERE t.size_class = b.k AND {_GATES}
+        ORDER BY {_ORDER}
+        LIMIT 1
+          FOR UPDATE SKIP LOCKED
+       ) t
+  JOIN jobs_job j ON j.id = t.job_id
+ ORDER BY {_ORDER}
+ LIMIT 1
+"""  # noqa: S608 - constants
 
 
 @dataclass(frozen=True)
@@ -224,7 +253,7 @@ def _lease(row: tuple, attempt: Attempt, now: datetime) -> Lease:
 # JobStarted reads `claimed` so that TaskClaimed is written first and keeps the lower id, as in
 # the log the SQLite path writes (PostgreSQL runs unreferenced CTEs last, in no stated order).
 _ONE_STATEMENT = """
-WITH pick AS MATERIALIZED ({claim} FOR UPDATE OF t SKIP LOCKED),
+WITH pick AS MATERIALIZED ({pick}),
 att AS (
     INSERT INTO jobs_attempt ({att_columns}) SELECT {att_values} FROM pick RETURNING id, task_id
 ),
@@ -254,6 +283,7 @@ def claim_statement(profile: NodeProfile, now: datetime) -> tuple[str, dict[str,
     """PostgreSQL: the claim's one statement for `profile` at `now`, its parameters, and the
     attempt it inserts (unsaved: the statement returns its id last)."""
     attempt = _new_attempt(profile, now)
+    buckets = node_size_classes(profile.cpu_cores, profile.ram_mb)
     att_columns, att_values, params = insert_select_lists(
         attempt,
         name="att",
@@ -291,7 +321,7 @@ def claim_statement(profile: NodeProfile, now: datetime) -> tuple[str, dict[str,
         payload={"job_id": SqlInt("started.id")},
     )
     sql = _ONE_STATEMENT.format(
-        claim=_CLAIM_SQL,
+        pick=_BUCKETED_PICK if buckets else f"{_CLAIM_SQL} FOR UPDATE OF t SKIP LOCKED",
         att_columns=att_columns,
         att_values=att_values,
         events=EVENT_TABLE,
@@ -300,6 +330,8 @@ def claim_statement(profile: NodeProfile, now: datetime) -> tuple[str, dict[str,
         started=started.select,
     )
     params |= claimed.params | started.params | claim_params(profile, now)
+    if buckets:
+        params["buckets"] = buckets
     return sql, params, attempt
 
 

@@ -12,6 +12,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from jobs.size_class import size_class_expression
+
 
 class JobKind(models.TextChoices):
     CONTAINER = "container"
@@ -141,6 +143,13 @@ class Task(models.Model):
     version = models.PositiveIntegerField(default=0)  # the task:<id> stream's version
     created_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The queue's bucket by cores and RAM (jobs.size_class), computed by the database so that
+    # no writer of tasks can put one in the wrong bucket.
+    size_class = models.GeneratedField(
+        expression=size_class_expression(),
+        output_field=models.SmallIntegerField(),
+        db_persist=True,
+    )
 
     class Meta:
         constraints = [
@@ -152,6 +161,13 @@ class Task(models.Model):
             models.Index(
                 fields=["-priority", "-min_vram_mb", "id"],
                 name="task_claim_queue",
+                condition=Q(state="queued"),
+            ),
+            # A small node's claim: the same order within each size class it fits
+            # (WHERE size_class = ? AND state = 'queued' …), one probe per class.
+            models.Index(
+                fields=["size_class", "-priority", "-min_vram_mb", "id"],
+                name="task_claim_bucket",
                 condition=Q(state="queued"),
             ),
         ]

@@ -8,6 +8,7 @@ from agent.spec import verify_spec
 from jobs.models import Attempt, Task
 from nodes.signing import hub_public_key_b64
 from tests.jobs.conftest import claim, gpu, job_body, online_node
+from tests.nodes.conftest import BASE
 
 pytestmark = pytest.mark.django_db
 
@@ -178,14 +179,19 @@ def test_the_one_statement_claim_writes_the_events_the_python_path_would(submitt
 
 
 @pytest.mark.postgres
-def test_the_claim_statement_stays_within_what_psycopg_caches(submitter, bob, monkeypatch):
+@pytest.mark.parametrize("small", [False, True], ids=["queue-pick", "bucketed-pick"])
+def test_the_claim_statement_stays_within_what_psycopg_caches(submitter, bob, monkeypatch, small):
     # Past these limits psycopg parses the statement's placeholders anew on every call (12 % of
     # the hub's samples under load, docs/benchmarks.md §2): a claim that grows a parameter
-    # too many must be noticed, not just run slower.
+    # too many must be noticed, not just run slower. Both picks: a big node's (the queue's
+    # index) and a small node's (its size classes).
     import psycopg._queries as queries
 
     submit(submitter)
-    _, agent = online_node(bob)
+    caps = {}
+    if small:
+        caps = {"gpus": [], "cpu": {**BASE["cpu"], "logical_cores": 2}, "ram_mb": 2048}
+    _, agent = online_node(bob, **caps)
     seen = []
     convert = queries.PostgresQuery.convert
 
@@ -196,6 +202,7 @@ def test_the_claim_statement_stays_within_what_psycopg_caches(submitter, bob, mo
     monkeypatch.setattr(queries.PostgresQuery, "convert", spy)
     assert claim(agent).status_code == 200
     (query, variables), *_ = [(q, v) for q, v in seen if "WITH pick" in str(q)]
+    assert ("size_class" in str(query)) == small
     assert len(query) <= queries.MAX_CACHED_STATEMENT_LENGTH
     assert len(variables) <= queries.MAX_CACHED_STATEMENT_PARAMS
 

@@ -14,10 +14,12 @@ from jobs.errors import StaleLease
 from jobs.leases import leases_reap
 from jobs.models import Attempt, Job, Task
 from jobs.node_profile import profile_for
+from jobs.size_class import node_size_classes
 from ledger.models import Event
 from ledger.verify import verify_ledger
 from nodes.models import Node
 from tests.jobs.conftest import CREDITS, fund, online_node, submit_job
+from tests.nodes.conftest import BASE
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -28,7 +30,13 @@ JOBS, SLICES = 20, 100  # 2,000 tasks
 def test_32_claimers_lease_every_task_exactly_once(alice, bob):
     fund(alice, 100_000_000 * CREDITS)
     jobs = [submit_job(alice.pk, SLICES) for _ in range(JOBS)]
-    nodes = [online_node(bob, name=f"rig-{i}")[0] for i in range(CLAIMERS)]
+    # Half the claimers are small CPU nodes, which pick through the queue's size classes; the
+    # other half pick through the queue's own index: both kinds race for the same heads.
+    small = {"gpus": [], "cpu": {**BASE["cpu"], "logical_cores": 2}, "ram_mb": 2048}
+    nodes = [
+        online_node(bob, name=f"rig-{i}", **(small if i % 2 else {}))[0] for i in range(CLAIMERS)
+    ]
+    assert sum(node_size_classes(n.cpu_cores, n.ram_mb) is not None for n in nodes) == CLAIMERS // 2
     doomed = submit_job(alice.pk, 50)  # cancelled before anyone may run it
     job_cancel(job=doomed, actor="test")
     stale_rejected = Counter()

@@ -1,0 +1,170 @@
+"""The queue's size classes: a small node's claim reads only the classes it fits, and takes
+exactly the task the whole queue's order would give it."""
+
+import random
+from dataclasses import replace
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+from hypothesis import given
+from hypothesis import strategies as st
+
+from jobs.claim import _BUCKETED_PICK, _CLAIM_SQL, claim_params, claim_statement, task_claim
+from jobs.models import Task
+from jobs.node_profile import NodeProfile, profile_for
+from jobs.serializers import JobIn
+from jobs.size_class import BUCKETED_MAX, node_size_classes, task_size_class
+from jobs.submission import job_submit
+from tests.jobs.conftest import CREDITS, fund, online_node
+from tests.nodes.conftest import BASE
+
+cores = st.integers(min_value=0, max_value=4096)
+ram = st.integers(min_value=0, max_value=1 << 26)
+
+
+@given(task_cores=cores, task_ram=ram, node_cores=cores, node_ram=ram)
+def test_a_node_reads_every_class_holding_work_it_fits(task_cores, task_ram, node_cores, node_ram):
+    classes = node_size_classes(node_cores, node_ram)
+    if classes is None:
+        return  # a big node reads the whole queue
+    assert len(classes) <= BUCKETED_MAX
+    if task_cores <= node_cores and task_ram <= node_ram:
+        assert task_size_class(task_cores, task_ram) in classes
+
+
+def test_the_classes_round_each_dimension_up_to_a_power_of_two():
+    assert task_size_class(1, 512) == 0
+    assert task_size_class(2, 512) == 32
+    assert task_size_class(3, 512) == task_size_class(4, 512) == 64
+    assert task_size_class(1, 513) == task_size_class(1, 1024) == 1
+    assert task_size_class(1, 1025) == 2
+    assert node_size_classes(2, 2048) == [0, 1, 2, 32, 33, 34]
+    assert node_size_classes(32, 65536) is None  # 6 × 8 classes: the queue's own index
+
+
+def _submit(user_id: int, *, cores: int, ram_mb: int, priority: int = 0, vram: int = 0) -> None:
+    requirements = {"cpu_cores": cores, "ram_mb": ram_mb}
+    if vram:
+        requirements |= {"min_vram_mb": vram, "gpu_count": 1}
+    data = JobIn(
+        data={
+            "kind": "script",
+            "script": "true",
+            "slices": 2,
+            "timeout_s": 60,
+            "price_ceiling": 500,
+            "max_attempts": 3,
+            "priority": priority,
+            "requirements": requirements,
+        }
+    )
+    data.is_valid(raise_exception=True)
+    job_submit(submitter_id=user_id, data=data.validated_data)
+
+
+def _small(node_id: int, cores: int, ram_mb: int, trusted: bool) -> NodeProfile:
+    return NodeProfile(
+        node_id=node_id,
+        operator_id=1,
+        can_claim=True,
+        region="IN",
+        tier="cpu",
+        vram_mb=0,
+        compute_capability=0,
+        cpu_cores=cores,
+        ram_mb=ram_mb,
+        disk_mb=100_000,
+        gpu_count=0,
+        price_per_s=1,
+        trusted=trusted,
+        fit=0.8,
+    )
+
+
+def _pick(sql: str, params: dict) -> int | None:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
+@pytest.mark.postgres
+def test_the_database_computes_each_tasks_class(alice):
+    fund(alice, 10_000_000 * CREDITS)
+    for cores_, ram_mb in [(1, 16), (1, 512), (1, 513), (2, 2048), (3, 3000), (64, 4_194_304)]:
+        _submit(alice.pk, cores=cores_, ram_mb=ram_mb)
+    for task in Task.objects.all():
+        assert task.size_class == task_size_class(task.cpu_cores, task.ram_mb)
+
+
+@pytest.mark.postgres
+def test_a_small_nodes_pick_is_the_queues_own_order(alice):
+    # A queue whose head is mostly work too big for the small nodes, in every order key.
+    rng = random.Random(7)
+    fund(alice, 100_000_000 * CREDITS)
+    for _ in range(80):
+        _submit(
+            alice.pk,
+            cores=rng.choice([1, 2, 3, 4, 6, 8, 16]),
+            ram_mb=rng.choice([256, 512, 1000, 2048, 3000, 4096, 8192]),
+            priority=rng.choice([-1, 0, 0, 1, 2]),
+            vram=rng.choice([0, 0, 0, 8192]),
+        )
+    now = timezone.now()
+    passed_over = found = 0
+    for i in range(120):
+        profile = _small(
+            node_id=10_000 + i,
+            cores=rng.choice([1, 2, 3, 4]),
+            ram_mb=rng.choice([512, 1024, 2048, 3000, 4096]),
+            trusted=rng.random() < 0.5,
+        )
+        buckets = node_size_classes(profile.cpu_cores, profile.ram_mb)
+        assert buckets is not None
+        params = claim_params(profile, now)
+        expected = _pick(_CLAIM_SQL, params)
+        assert _pick(_BUCKETED_PICK, params | {"buckets": buckets}) == expected
+        found += expected is not None
+        head = _pick(_CLAIM_SQL, params | {"cores": 1024, "ram": 1 << 30})
+        passed_over += expected is not None and head != expected
+    # The comparison meant something: most nodes found work, and most of those had to pass
+    # over bigger work ahead of it.
+    assert found > 80 and passed_over > 40
+
+
+@pytest.mark.postgres
+def test_a_small_node_claims_past_a_head_of_bigger_work(alice, bob):
+    fund(alice, 100_000_000 * CREDITS)
+    for _ in range(20):
+        _submit(alice.pk, cores=8, ram_mb=16_000)
+    _submit(alice.pk, cores=2, ram_mb=2048)
+    cpu = {**BASE["cpu"], "physical_cores": 2, "logical_cores": 2}
+    node, _ = online_node(bob, name="small", gpus=[], cpu=cpu, ram_mb=2048)
+    profile = profile_for(node)
+    sql, _, _ = claim_statement(profile, timezone.now())
+    assert "size_class" in sql  # the bucketed pick
+    lease = task_claim(profile=profile)
+    assert lease is not None
+    task = Task.objects.get(pk=lease.task_id)
+    assert (task.cpu_cores, task.ram_mb, task.state) == (2, 2048, "leased")
+    # The rest of the queue is as it was.
+    assert Task.objects.filter(state="leased").count() == 1
+    big = replace(profile, cpu_cores=16, ram_mb=64_000)
+    assert "size_class" not in claim_statement(big, timezone.now())[0]
+
+
+@pytest.mark.postgres
+def test_the_bucketed_pick_reads_the_class_index(alice):
+    fund(alice, 100_000_000 * CREDITS)
+    for _ in range(5):
+        _submit(alice.pk, cores=8, ram_mb=16_000)
+    _submit(alice.pk, cores=1, ram_mb=512)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE jobs_task")
+        profile = _small(node_id=1, cores=2, ram_mb=2048, trusted=False)
+        params = claim_params(profile, timezone.now()) | {"buckets": [0, 1, 2, 32, 33, 34]}
+        cursor.execute("SET LOCAL enable_seqscan = off")  # a six-row table: force the choice
+        cursor.execute("EXPLAIN " + _BUCKETED_PICK, params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "task_claim_bucket" in plan
