@@ -14,6 +14,7 @@ if [[ "${1:-}" == "--quick" ]]; then
   SCA=(--max-tasks 100000 --max-nodes 10000 --samples 100)
   FLE=(--steps 1000,2500,5000 --interval 10 --silent 10000 --reaps 1)
   LED=(--samples 100 --events 100000 --cashouts 10000)
+  FLR=(--nodes 10000 --rounds 1)
 else
   HOT=(--profile --breakdown)
   THR=(--profile)
@@ -21,6 +22,7 @@ else
   SCA=()
   FLE=(--reaper-profile)
   LED=(--profile)
+  FLR=()
 fi
 run() {
   local name=$1
@@ -33,4 +35,5 @@ run throughput "${THR[@]}"
 run dispatch "${DIS[@]}"
 run scale "${SCA[@]}"
 run fleet "${FLE[@]}"
+run reaper_floor "${FLR[@]}"
 run ledger_bench "${LED[@]}"
