@@ -31,9 +31,22 @@ from nodes.signing import sign
 
 _COLUMNS = """t.id, t.job_id, t."index", t.attempts, t.version, j.state, j.spec, j.kind,
        j.timeout_s, j.cpu_cores, j.ram_mb, j.disk_mb, j.min_vram_mb, j.gpu_count, j.slices"""
-# Every hard gate, on the task's own (denormalised) columns.
-_GATES = """t.state = 'queued'
+
+
+def _squeezed(sql: str) -> str:
+    # Every run of whitespace as one space (no literal in these statements holds one): the
+    # claim's whole text must stay within what psycopg caches (4096 characters).
+    return " ".join(sql.split())
+
+
+# The hard gates a queued task can stop passing after its submission: it is claimed, cancelled,
+# or requeued with a backoff, the node that lost it excluded and an attempt spent.
+_LIVE_GATES = """t.state = 'queued'
    AND t.available_at <= %(now)s
+   AND (t.excluded_nodes NOT LIKE %(node_like)s OR t.available_at <= %(reprieve)s)
+   AND (%(trusted)s OR (t.priority <= 0 AND t.attempts + 1 < t.max_attempts))"""
+# Every hard gate, on the task's own (denormalised) columns.
+_GATES = f"""{_LIVE_GATES}
    AND t.min_vram_mb <= %(vram)s
    AND t.cpu_cores <= %(cores)s
    AND t.ram_mb <= %(ram)s
@@ -42,9 +55,7 @@ _GATES = """t.state = 'queued'
    AND t.min_compute_capability <= %(cc)s
    AND (t.region = '' OR t.region = %(region)s)
    AND (t.tier_allow = '' OR t.tier_allow LIKE %(tier_like)s)
-   AND t.price_ceiling >= %(price)s
-   AND (t.excluded_nodes NOT LIKE %(node_like)s OR t.available_at <= %(reprieve)s)
-   AND (%(trusted)s OR (t.priority <= 0 AND t.attempts + 1 < t.max_attempts))"""
+   AND t.price_ceiling >= %(price)s"""
 _ORDER = "t.priority DESC, t.min_vram_mb DESC, t.id"
 
 _CLAIM_SQL = f"""
@@ -55,26 +66,40 @@ SELECT {_COLUMNS}
  LIMIT 1
 """  # noqa: S608 - constants
 
-# A small node's pick (jobs.size_class): the best queued task of each size class it fits, each
-# locked as the queue's pick is, then the best of those heads (the same task the queue's order
-# gives: each class keeps that order, and every task the node fits is in one of its classes).
-# The heads not taken stay locked until the claim's transaction ends, which is this one
-# statement in autocommit; a concurrent claimer passes over them as over any locked row.
-_BUCKETED_PICK = f"""
+# A small node's pick (jobs.size_class), in two steps that lock one row. First the head of each
+# size class the node fits, read without locks, and the classes in the order of their heads.
+# Then, class by class in that order, the class's tasks in order, each locked by id if no one
+# else holds it (`SKIP LOCKED`, its live gates checked again on the row as it is now), stopping
+# at the first: nested loops under LIMIT 1 pull one row at a time. (Locking every class's head
+# and keeping the best would hold the others while they are still queued, and a concurrent
+# claimer for whom one of them was the only task would hear that nothing is queued.) With no
+# other claim in flight this is the task the queue's order gives: every task the node fits is in
+# one of its classes, and each class keeps that order; with one in flight on the best head, the
+# node gets that class's next task. A class offers its first 64 tasks: more claims than that in
+# flight on one class at once would send this node to the next class, or to its wait. The gates
+# are written once, in a CTE inlined into both readers (the lock is taken on `jobs_task` itself:
+# a locking clause does not reach into a WITH query), and the whitespace squeezed: the whole
+# claim must stay within what psycopg caches (4096 characters; tests/jobs/test_claim.py).
+_BUCKETED_PICK = _squeezed(
+    f"""
+WITH q AS NOT MATERIALIZED (
+     SELECT t.* FROM jobs_task t WHERE {_GATES})
 SELECT {_COLUMNS}
-  FROM unnest(%(buckets)s::smallint[]) AS b(k)
+  FROM (SELECT b.k FROM unnest(%(buckets)s::smallint[]) AS b(k)
+         CROSS JOIN LATERAL (
+               SELECT * FROM q t WHERE t.size_class = b.k ORDER BY {_ORDER} LIMIT 1) t
+         ORDER BY {_ORDER}) AS c
  CROSS JOIN LATERAL (
-       SELECT t.id, t.job_id, t."index", t.attempts, t.version, t.priority, t.min_vram_mb
-         FROM jobs_task t
-        WHERE t.size_class = b.k AND {_GATES}
-        ORDER BY {_ORDER}
-        LIMIT 1
-          FOR UPDATE SKIP LOCKED
-       ) t
+       SELECT t.* FROM (
+              SELECT * FROM q t WHERE t.size_class = c.k ORDER BY {_ORDER} LIMIT 64) AS n
+        CROSS JOIN LATERAL (
+              SELECT t.* FROM jobs_task t
+               WHERE t.id = n.id AND {_LIVE_GATES} FOR UPDATE SKIP LOCKED) t
+        LIMIT 1) t
   JOIN jobs_job j ON j.id = t.job_id
- ORDER BY {_ORDER}
  LIMIT 1
 """  # noqa: S608 - constants
+)
 
 
 @dataclass(frozen=True)
@@ -252,7 +277,8 @@ def _lease(row: tuple, attempt: Attempt, now: datetime) -> Lease:
 # row it holds (a cancel locks the queued tasks first) or comes after the job's last claim.
 # JobStarted reads `claimed` so that TaskClaimed is written first and keeps the lower id, as in
 # the log the SQLite path writes (PostgreSQL runs unreferenced CTEs last, in no stated order).
-_ONE_STATEMENT = """
+_ONE_STATEMENT = _squeezed(
+    """
 WITH pick AS MATERIALIZED ({pick}),
 att AS (
     INSERT INTO jobs_attempt ({att_columns}) SELECT {att_values} FROM pick RETURNING id, task_id
@@ -277,6 +303,7 @@ job_started AS (
 )
 SELECT pick.*, att.id FROM pick JOIN att ON att.task_id = pick.id
 """
+)
 
 
 def claim_statement(profile: NodeProfile, now: datetime) -> tuple[str, dict[str, Any], Attempt]:
@@ -286,11 +313,11 @@ def claim_statement(profile: NodeProfile, now: datetime) -> tuple[str, dict[str,
     buckets = node_size_classes(profile.cpu_cores, profile.ram_mb)
     att_columns, att_values, params = insert_select_lists(
         attempt,
-        name="att",
+        name="a",
         exprs={"task_id": "pick.id", "number": "pick.attempts + 1", "leased_at": "%(now)s"},
     )
     claimed = event_sql(
-        name="claimed",
+        name="c",
         type="TaskClaimed",
         stream_prefix="task:",
         stream_id="pick.id",
@@ -308,7 +335,7 @@ def claim_statement(profile: NodeProfile, now: datetime) -> tuple[str, dict[str,
         ),
     )
     started = event_sql(
-        name="started",
+        name="s",
         type="JobStarted",
         stream_prefix="job:",
         stream_id="started.id",

@@ -8,8 +8,10 @@ power of two, ⌈log2 cores⌉ · 32 + ⌈log2 ⌈RAM / 512 MB⌉⌉; a node can
 classes are at most its own in both dimensions (rounding up is monotonic), so a small node
 claims the best head among those few buckets (`jobs.claim`) and never sees the rest.
 
-Two dimensions, not one: a single class for both would put a 1-core, 16 GB task with the
-16-core ones, and a 16-core, 2 GB node would never see it.
+Two dimensions, not one, for what a node does not read: with a single class (the larger of the
+two) a 16-core, 2 GB node would read every task of up to 8 GB among its classes and pass over
+the ones above 2 GB one by one again. The walk left is inside the node's own top classes: a
+3-core node shares its cores class with 4-core tasks, and reads past those.
 """
 
 from django.db.models import Case, Value, When
@@ -19,8 +21,8 @@ CORES_TOP = 10  # 513 cores or more share the top class
 RAM_UNIT_MB = 512
 RAM_TOP = 16  # above 512 MB · 2^15 (16 TB) share the top class
 _RAM_SHIFT = 32  # the cores class's place: classes are cores · 32 + RAM
-# A node with more buckets than this claims through the queue's own index: it fits most of the
-# head anyway, and each bucket is one more index probe (and one more locked head) per claim.
+# A node with more classes than this claims through the queue's own index: it fits most of the
+# head anyway, and each class is two more index probes per claim (jobs.claim).
 BUCKETED_MAX = 16
 
 

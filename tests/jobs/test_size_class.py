@@ -2,10 +2,11 @@
 exactly the task the whole queue's order would give it."""
 
 import random
+import threading
 from dataclasses import replace
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 from hypothesis import given
 from hypothesis import strategies as st
@@ -43,15 +44,24 @@ def test_the_classes_round_each_dimension_up_to_a_power_of_two():
     assert node_size_classes(32, 65536) is None  # 6 × 8 classes: the queue's own index
 
 
-def _submit(user_id: int, *, cores: int, ram_mb: int, priority: int = 0, vram: int = 0) -> None:
-    requirements = {"cpu_cores": cores, "ram_mb": ram_mb}
+def _submit(
+    user_id: int,
+    *,
+    cores: int,
+    ram_mb: int,
+    priority: int = 0,
+    vram: int = 0,
+    region: str = "",
+    slices: int = 2,
+):
+    requirements = {"cpu_cores": cores, "ram_mb": ram_mb, "region": region}
     if vram:
         requirements |= {"min_vram_mb": vram, "gpu_count": 1}
     data = JobIn(
         data={
             "kind": "script",
             "script": "true",
-            "slices": 2,
+            "slices": slices,
             "timeout_s": 60,
             "price_ceiling": 500,
             "max_attempts": 3,
@@ -60,7 +70,7 @@ def _submit(user_id: int, *, cores: int, ram_mb: int, priority: int = 0, vram: i
         }
     )
     data.is_valid(raise_exception=True)
-    job_submit(submitter_id=user_id, data=data.validated_data)
+    return job_submit(submitter_id=user_id, data=data.validated_data).job
 
 
 def _small(node_id: int, cores: int, ram_mb: int, trusted: bool) -> NodeProfile:
@@ -168,3 +178,45 @@ def test_the_bucketed_pick_reads_the_class_index(alice):
         cursor.execute("EXPLAIN " + _BUCKETED_PICK, params)
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "task_claim_bucket" in plan
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_small_nodes_claim_locks_only_the_task_it_takes(alice, bob):
+    # S1 fits both tasks and takes the older one; S2 may only run the other. While S1's claim
+    # is still open, S2 must get that other task: a pick that locked every class's head would
+    # hold it too, and S2 would hear that nothing is queued.
+    fund(alice, 100_000_000 * CREDITS)
+    older = _submit(alice.pk, cores=1, ram_mb=512, region="US", slices=1)
+    other = _submit(alice.pk, cores=2, ram_mb=2048, slices=1)
+    cpu = {**BASE["cpu"], "logical_cores": 2}
+    s1 = profile_for(online_node(bob, name="s1", region="US", gpus=[], cpu=cpu, ram_mb=2048)[0])
+    s2 = profile_for(online_node(bob, name="s2", region="IN", gpus=[], cpu=cpu, ram_mb=2048)[0])
+    assert node_size_classes(s1.cpu_cores, s1.ram_mb) is not None
+    first_claimed, finish = threading.Event(), threading.Event()
+    leases, errors = [], []
+
+    def hold_a_claim_open() -> None:
+        try:
+            with transaction.atomic():
+                leases.append(task_claim(profile=s1))
+                first_claimed.set()
+                assert finish.wait(30)
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+            first_claimed.set()
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold_a_claim_open)
+    holder.start()
+    try:
+        assert first_claimed.wait(30)
+        assert not errors, errors
+        assert leases[0] is not None and leases[0].job_id == older.pk
+        second = task_claim(profile=s2)
+    finally:
+        finish.set()
+        holder.join(30)
+    assert not errors, errors
+    assert second is not None and second.job_id == other.pk
