@@ -9,6 +9,7 @@ from django.utils import timezone
 from jobs.attempts import job_count_finished
 from jobs.errors import JobNotCancellable
 from jobs.models import ACTIVE_ATTEMPT_STATES, Attempt, Job, JobState, Task, TaskState
+from jobs.wakeup import notify_work
 from ledger.services import event_append
 
 
@@ -59,5 +60,8 @@ def job_cancel(*, job: Job, actor: str) -> Cancelled:
         )
         if queued:
             job_count_finished(job.pk, "tasks_cancelled", now, by=len(queued))
+            # Claims passed over the rows held here; one that found nothing else waits for
+            # work, and must look again once they are gone (jobs.claim, the small node's pick).
+            transaction.on_commit(notify_work)
     job.refresh_from_db()
     return Cancelled(len(queued), signalled, job.state)

@@ -10,7 +10,6 @@ queue's statement without the locking clause is safe.
 """
 
 import json
-import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -40,9 +39,14 @@ def _squeezed(sql: str) -> str:
     return " ".join(sql.split())
 
 
-# Every hard gate, on the task's own (denormalised) columns.
-_GATES = """t.state = 'queued'
+# The hard gates a queued task can stop passing after its submission: it is claimed, cancelled,
+# or requeued with a backoff, the node that lost it excluded and an attempt spent.
+_LIVE_GATES = """t.state = 'queued'
    AND t.available_at <= %(now)s
+   AND (t.excluded_nodes NOT LIKE %(node_like)s OR t.available_at <= %(reprieve)s)
+   AND (%(trusted)s OR (t.priority <= 0 AND t.attempts + 1 < t.max_attempts))"""
+# Every hard gate, on the task's own (denormalised) columns.
+_GATES = f"""{_LIVE_GATES}
    AND t.min_vram_mb <= %(vram)s
    AND t.cpu_cores <= %(cores)s
    AND t.ram_mb <= %(ram)s
@@ -51,9 +55,7 @@ _GATES = """t.state = 'queued'
    AND t.min_compute_capability <= %(cc)s
    AND (t.region = '' OR t.region = %(region)s)
    AND (t.tier_allow = '' OR t.tier_allow LIKE %(tier_like)s)
-   AND t.price_ceiling >= %(price)s
-   AND (t.excluded_nodes NOT LIKE %(node_like)s OR t.available_at <= %(reprieve)s)
-   AND (%(trusted)s OR (t.priority <= 0 AND t.attempts + 1 < t.max_attempts))"""
+   AND t.price_ceiling >= %(price)s"""
 _ORDER = "t.priority DESC, t.min_vram_mb DESC, t.id"
 
 _CLAIM_SQL = f"""
@@ -64,57 +66,38 @@ SELECT {_COLUMNS}
  LIMIT 1
 """  # noqa: S608 - constants
 
-# A small node's pick (jobs.size_class): the best queued task of each size class it fits, each
-# locked as the queue's pick is (`SKIP LOCKED` walks past the rows others hold, however many),
-# then the best of those heads: the task the queue's order gives the node among the tasks no one
-# else holds. The heads not taken stay locked until the statement ends (the claim is one
-# statement in autocommit), still queued: a claimer whose only task is one of them finds
-# nothing free, and looks again (`_HELD_PAUSES_S`).
+# A small node's pick (jobs.size_class), which locks one row. First the first CANDIDATES tasks
+# of each size class the node fits, in the queue's order, read without locks, and all of them
+# merged into that order; then each candidate in turn locked by id if no one else holds it
+# (`SKIP LOCKED`, its live gates checked again on the row as it is now), stopping at the first:
+# nested loops under LIMIT 1 pull one candidate at a time. So the node gets the first task in
+# the queue's order that no one holds, as the queue's own pick would, unless a class has
+# CANDIDATES or more held rows at its top (claims in flight, a cancel), which it then passes
+# over to the other classes, or reports nothing queued when every class is held so (a cancel
+# wakes waiting claims when it commits). Locking each class's free head instead and keeping the
+# best would hold the other heads, still queued, through every such claim: under steady claims
+# from nodes that fit more, a node whose only task is one of them would seldom find it free.
+# The gates are written once, in a CTE inlined into the reader (the lock is taken on
+# `jobs_task` itself: a locking clause does not reach into a WITH query).
+CANDIDATES = 16
 _BUCKETED_PICK = _squeezed(
     f"""
+WITH q AS NOT MATERIALIZED (
+     SELECT t.* FROM jobs_task t WHERE {_GATES})
 SELECT {_COLUMNS}
-  FROM unnest(%(buckets)s::smallint[]) AS b(k)
+  FROM (SELECT t.id, t.priority, t.min_vram_mb
+          FROM unnest(%(buckets)s::smallint[]) AS b(k)
+         CROSS JOIN LATERAL (
+               SELECT * FROM q t WHERE t.size_class = b.k ORDER BY {_ORDER} LIMIT {CANDIDATES}
+               ) t
+         ORDER BY {_ORDER}) AS c
  CROSS JOIN LATERAL (
-       SELECT t.id, t.job_id, t."index", t.attempts, t.version, t.priority, t.min_vram_mb
-         FROM jobs_task t
-        WHERE t.size_class = b.k AND {_GATES}
-        ORDER BY {_ORDER}
-        LIMIT 1
-          FOR UPDATE SKIP LOCKED
-       ) t
+       SELECT t.* FROM jobs_task t
+        WHERE t.id = c.id AND {_LIVE_GATES} FOR UPDATE SKIP LOCKED) t
   JOIN jobs_job j ON j.id = t.job_id
- ORDER BY {_ORDER}
  LIMIT 1
 """  # noqa: S608 - constants
 )
-
-# Whether a task the node may run is queued at all, locks aside: the same walks without locking.
-_ANY_QUEUED = f"SELECT 1 FROM jobs_task t WHERE {_GATES} ORDER BY {_ORDER} LIMIT 1"  # noqa: S608
-_ANY_QUEUED_BUCKETED = f"""
-SELECT 1 FROM unnest(%(buckets)s::smallint[]) AS b(k)
- WHERE EXISTS (SELECT 1 FROM jobs_task t WHERE t.size_class = b.k AND {_GATES})
- LIMIT 1
-"""  # noqa: S608 - constants
-
-# A claim that finds nothing free while a task it may run is queued was passed over by rows that
-# others hold for a moment: claims in flight, the heads a small node's claim locks and does not
-# take, a cancel. It looks again after each of these pauses before it says that nothing is
-# queued, so that a node is not sent to wait (up to its long poll) beside work it could run.
-_HELD_PAUSES_S = (0.005, 0.01, 0.02)
-
-
-def _pause(seconds: float) -> None:
-    time.sleep(seconds)
-
-
-def _queued_for(profile: NodeProfile, now: datetime) -> bool:
-    params = claim_params(profile, now)
-    buckets = node_size_classes(profile.cpu_cores, profile.ram_mb)
-    if buckets:
-        params["buckets"] = buckets
-    with connection.cursor() as cursor:
-        cursor.execute(_ANY_QUEUED_BUCKETED if buckets else _ANY_QUEUED, params)
-        return cursor.fetchone() is not None
 
 
 @dataclass(frozen=True)
@@ -208,14 +191,7 @@ def task_claim(*, profile: NodeProfile) -> Lease | None:
         return None
     now = timezone.now()
     if connection.vendor == "postgresql":
-        lease = _claim_in_one_statement(profile, now)
-        for pause in _HELD_PAUSES_S:
-            if lease is not None or not _queued_for(profile, now):
-                break
-            _pause(pause)
-            now = timezone.now()
-            lease = _claim_in_one_statement(profile, now)
-        return lease
+        return _claim_in_one_statement(profile, now)
     with transaction.atomic():
         row = _select_task(profile, now)
         if row is None:

@@ -22,7 +22,8 @@ RAM_UNIT_MB = 512
 RAM_TOP = 16  # above 512 MB · 2^15 (16 TB) share the top class
 _RAM_SHIFT = 32  # the cores class's place: classes are cores · 32 + RAM
 # A node with more classes than this claims through the queue's own index: it fits most of the
-# head anyway, and each class is one more index probe and one more locked head per claim.
+# head anyway, and each class is one more index probe (and up to jobs.claim.CANDIDATES more
+# rows read) per claim.
 BUCKETED_MAX = 16
 
 

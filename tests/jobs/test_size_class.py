@@ -11,7 +11,6 @@ from django.utils import timezone
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobs import claim as claim_module
 from jobs.claim import _BUCKETED_PICK, _CLAIM_SQL, claim_params, claim_statement, task_claim
 from jobs.models import Task
 from jobs.node_profile import NodeProfile, profile_for
@@ -183,10 +182,10 @@ def test_the_bucketed_pick_reads_the_class_index(alice):
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_a_node_passed_over_by_a_held_head_looks_again(alice, bob, monkeypatch):
-    # S1 fits both tasks and takes the older one; its claim also locks the other class's head,
-    # until its statement ends. S2 may only run that other task: a claim of S2's at that moment
-    # finds nothing free, sees the task queued, and must look again rather than report nothing.
+def test_a_small_nodes_claim_locks_only_the_task_it_takes(alice, bob):
+    # S1 fits both tasks and takes the older one; S2 may only run the other. While S1's claim
+    # is still open, S2 must get that other task: a pick that also locked the heads it did not
+    # take would hold it, and S2 would hear that nothing is queued.
     fund(alice, 100_000_000 * CREDITS)
     older = _submit(alice.pk, cores=1, ram_mb=512, region="US", slices=1)
     other = _submit(alice.pk, cores=2, ram_mb=2048, slices=1)
@@ -195,10 +194,9 @@ def test_a_node_passed_over_by_a_held_head_looks_again(alice, bob, monkeypatch):
     s2 = profile_for(online_node(bob, name="s2", region="IN", gpus=[], cpu=cpu, ram_mb=2048)[0])
     assert node_size_classes(s1.cpu_cores, s1.ram_mb) is not None
     first_claimed, finish = threading.Event(), threading.Event()
-    leases, errors, pauses = [], [], []
+    leases, errors = [], []
 
     def hold_a_claim_open() -> None:
-        # S1's claim, with its statement's locks held as long as this transaction is open.
         try:
             with transaction.atomic():
                 leases.append(task_claim(profile=s1))
@@ -211,14 +209,6 @@ def test_a_node_passed_over_by_a_held_head_looks_again(alice, bob, monkeypatch):
             connection.close()
 
     holder = threading.Thread(target=hold_a_claim_open)
-
-    def pause(seconds: float) -> None:
-        # S2 found nothing free: let S1's statement end (commit) before S2 looks again.
-        pauses.append(seconds)
-        finish.set()
-        holder.join(30)
-
-    monkeypatch.setattr(claim_module, "_pause", pause)
     holder.start()
     try:
         assert first_claimed.wait(30)
@@ -229,15 +219,60 @@ def test_a_node_passed_over_by_a_held_head_looks_again(alice, bob, monkeypatch):
         finish.set()
         holder.join(30)
     assert not errors, errors
-    assert pauses, "S2 never found its task held"
     assert second is not None and second.job_id == other.pk
 
 
 @pytest.mark.postgres
-def test_a_node_with_nothing_queued_for_it_does_not_wait(alice, bob, monkeypatch):
+@pytest.mark.django_db(transaction=True)
+def test_a_held_head_gives_way_to_the_next_task_in_the_queues_order(alice, bob):
+    # H (priority 3) is held by a claim in flight; after it come M (priority 2, another class)
+    # and L (priority -5, H's class). The node must get M, as the queue's own pick would: not
+    # the next task of H's class.
     fund(alice, 100_000_000 * CREDITS)
-    _submit(alice.pk, cores=8, ram_mb=16_000)
+    high = _submit(alice.pk, cores=1, ram_mb=512, priority=3, slices=1)
+    low = _submit(alice.pk, cores=1, ram_mb=512, priority=-5, slices=1)
+    middle = _submit(alice.pk, cores=2, ram_mb=2048, priority=2, slices=1)
     cpu = {**BASE["cpu"], "logical_cores": 2}
-    small = profile_for(online_node(bob, name="small", gpus=[], cpu=cpu, ram_mb=2048)[0])
-    monkeypatch.setattr(claim_module, "_pause", lambda seconds: pytest.fail("paused"))
-    assert task_claim(profile=small) is None
+    node = online_node(bob, name="small", gpus=[], cpu=cpu, ram_mb=2048)[0]
+    profile = replace(profile_for(node), trusted=True)
+    held, finish = threading.Event(), threading.Event()
+    errors = []
+
+    def hold_the_head() -> None:
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("SELECT id FROM jobs_task WHERE job_id = %s FOR UPDATE", [high.pk])
+                held.set()
+                assert finish.wait(30)
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+            held.set()
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold_the_head)
+    holder.start()
+    try:
+        assert held.wait(30)
+        assert not errors, errors
+        lease = task_claim(profile=profile)
+    finally:
+        finish.set()
+        holder.join(30)
+    assert not errors, errors
+    assert lease is not None and lease.job_id == middle.pk, (lease, low.pk)
+
+
+@pytest.mark.postgres
+def test_a_cancel_wakes_the_claims_that_passed_over_its_tasks(
+    alice, django_capture_on_commit_callbacks, monkeypatch
+):
+    from jobs import cancellation
+
+    fund(alice, 100_000_000 * CREDITS)
+    job = _submit(alice.pk, cores=1, ram_mb=512, slices=3)
+    woken = []
+    monkeypatch.setattr(cancellation, "notify_work", lambda: woken.append(True))
+    with django_capture_on_commit_callbacks(execute=True):
+        cancellation.job_cancel(job=job, actor="test")
+    assert woken == [True]
