@@ -10,6 +10,8 @@ queue's statement without the locking clause is safe.
 """
 
 import json
+import random
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -70,34 +72,61 @@ SELECT {_COLUMNS}
 # of each size class the node fits, in the queue's order, read without locks, and all of them
 # merged into that order; then each candidate in turn locked by id if no one else holds it
 # (`SKIP LOCKED`, its live gates checked again on the row as it is now), stopping at the first:
-# nested loops under LIMIT 1 pull one candidate at a time. So the node gets the first task in
-# the queue's order that no one holds, as the queue's own pick would, unless a class has
-# CANDIDATES or more held rows at its top (claims in flight, a cancel), which it then passes
-# over to the other classes, or reports nothing queued when every class is held so (a cancel
-# wakes waiting claims when it commits). Locking each class's free head instead and keeping the
-# best would hold the other heads, still queued, through every such claim: under steady claims
-# from nodes that fit more, a node whose only task is one of them would seldom find it free.
-# The gates are written once, in a CTE inlined into the reader (the lock is taken on
-# `jobs_task` itself: a locking clause does not reach into a WITH query).
+# nested loops under LIMIT 1 pull one candidate at a time (the LIMIT sits below the job's join,
+# so no plan for that join can make it read, and lock, the candidates past the first). So the
+# node gets the first task in the queue's order that no one holds, as the queue's own pick
+# would, unless a class has CANDIDATES or more rows at its top held or taken since the
+# statement began (a herd of claims woken together, a cancel): it then passes over to the
+# other classes, and when every class is held so it finds nothing and looks again
+# (`_HELD_PAUSES_S`). Locking each class's free head instead and keeping the best would hold the
+# other heads, still queued, through every such claim: under steady claims from nodes that fit
+# more, a node whose only task is one of them would seldom find it free. The gates are written
+# once, in a CTE inlined into the reader (the lock is taken on `jobs_task` itself: a locking
+# clause does not reach into a WITH query).
 CANDIDATES = 16
 _BUCKETED_PICK = _squeezed(
     f"""
 WITH q AS NOT MATERIALIZED (
      SELECT t.* FROM jobs_task t WHERE {_GATES})
 SELECT {_COLUMNS}
-  FROM (SELECT t.id, t.priority, t.min_vram_mb
-          FROM unnest(%(buckets)s::smallint[]) AS b(k)
+  FROM (SELECT t.* FROM (
+               SELECT t.id, t.priority, t.min_vram_mb
+                 FROM unnest(%(buckets)s::smallint[]) AS b(k)
+                CROSS JOIN LATERAL (
+                      SELECT * FROM q t WHERE t.size_class = b.k ORDER BY {_ORDER}
+                       LIMIT {CANDIDATES}) t
+                ORDER BY {_ORDER}) AS c
          CROSS JOIN LATERAL (
-               SELECT * FROM q t WHERE t.size_class = b.k ORDER BY {_ORDER} LIMIT {CANDIDATES}
-               ) t
-         ORDER BY {_ORDER}) AS c
- CROSS JOIN LATERAL (
-       SELECT t.* FROM jobs_task t
-        WHERE t.id = c.id AND {_LIVE_GATES} FOR UPDATE SKIP LOCKED) t
+               SELECT t.* FROM jobs_task t
+                WHERE t.id = c.id AND {_LIVE_GATES} FOR UPDATE SKIP LOCKED) t
+         LIMIT 1) t
   JOIN jobs_job j ON j.id = t.job_id
+"""  # noqa: S608 - constants
+)
+
+# Whether a task the node may run is queued in its classes at all, locks aside.
+_ANY_QUEUED_BUCKETED = _squeezed(
+    f"""
+SELECT 1 FROM unnest(%(buckets)s::smallint[]) AS b(k)
+ WHERE EXISTS (SELECT 1 FROM jobs_task t WHERE t.size_class = b.k AND {_GATES})
  LIMIT 1
 """  # noqa: S608 - constants
 )
+# A small node's claim that found nothing free while a task it may run is queued in its classes
+# had every candidate held or taken by claims beside it: it looks again after each of these
+# pauses (stretched at random, so that a herd of claims does not meet again), before it says
+# that nothing is queued and the node waits for work.
+_HELD_PAUSES_S = (0.005, 0.01, 0.02)
+
+
+def _pause(seconds: float) -> None:
+    time.sleep(seconds * (1 + random.random()))  # noqa: S311 - jitter, not a secret
+
+
+def _queued_in(buckets: list[int], profile: NodeProfile, now: datetime) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(_ANY_QUEUED_BUCKETED, claim_params(profile, now) | {"buckets": buckets})
+        return cursor.fetchone() is not None
 
 
 @dataclass(frozen=True)
@@ -191,7 +220,15 @@ def task_claim(*, profile: NodeProfile) -> Lease | None:
         return None
     now = timezone.now()
     if connection.vendor == "postgresql":
-        return _claim_in_one_statement(profile, now)
+        lease = _claim_in_one_statement(profile, now)
+        buckets = node_size_classes(profile.cpu_cores, profile.ram_mb)
+        for pause in _HELD_PAUSES_S if buckets else ():
+            if lease is not None or not _queued_in(buckets, profile, now):
+                break
+            _pause(pause)
+            now = timezone.now()
+            lease = _claim_in_one_statement(profile, now)
+        return lease
     with transaction.atomic():
         row = _select_task(profile, now)
         if row is None:

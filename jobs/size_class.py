@@ -6,7 +6,7 @@ behind a run of bigger work, walks past all of it on every claim: O(queue). Buck
 queue by size bounds that walk. A task's class is its cores and its RAM each rounded up to a
 power of two, ⌈log2 cores⌉ · 32 + ⌈log2 ⌈RAM / 512 MB⌉⌉; a node can only ever fit tasks whose
 classes are at most its own in both dimensions (rounding up is monotonic), so a small node
-claims the best head among those few buckets (`jobs.claim`) and never sees the rest.
+claims from the heads of those few buckets (`jobs.claim`) and never reads the rest.
 
 Two dimensions, not one, for what a node does not read: with a single class (the larger of the
 two) a 16-core, 2 GB node would read every task of up to 8 GB among its classes and pass over

@@ -11,6 +11,7 @@ from django.utils import timezone
 from hypothesis import given
 from hypothesis import strategies as st
 
+from jobs import claim as claim_module
 from jobs.claim import _BUCKETED_PICK, _CLAIM_SQL, claim_params, claim_statement, task_claim
 from jobs.models import Task
 from jobs.node_profile import NodeProfile, profile_for
@@ -276,3 +277,64 @@ def test_a_cancel_wakes_the_claims_that_passed_over_its_tasks(
     with django_capture_on_commit_callbacks(execute=True):
         cancellation.job_cancel(job=job, actor="test")
     assert woken == [True]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_that_finds_every_candidate_held_looks_again(alice, bob, monkeypatch):
+    # A herd of claims woken together can hold (or take) every candidate of a small node's
+    # classes at the moment it claims: it must look again, not send the node to wait beside
+    # queued work. Here another transaction holds the class's first CANDIDATES tasks.
+    fund(alice, 100_000_000 * CREDITS)
+    job = _submit(alice.pk, cores=1, ram_mb=512, slices=claim_module.CANDIDATES + 1)
+    cpu = {**BASE["cpu"], "logical_cores": 1}
+    node = profile_for(online_node(bob, name="tiny", gpus=[], cpu=cpu, ram_mb=512)[0])
+    assert node_size_classes(node.cpu_cores, node.ram_mb) == [0]
+    held, finish = threading.Event(), threading.Event()
+    errors, pauses = [], []
+
+    def hold_the_candidates() -> None:
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT id FROM jobs_task WHERE job_id = %s ORDER BY id LIMIT %s FOR UPDATE",
+                    [job.pk, claim_module.CANDIDATES],
+                )
+                held.set()
+                assert finish.wait(30)
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+            held.set()
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold_the_candidates)
+
+    def pause(seconds: float) -> None:
+        pauses.append(seconds)
+        finish.set()  # the herd's claims end
+        holder.join(30)
+
+    monkeypatch.setattr(claim_module, "_pause", pause)
+    holder.start()
+    try:
+        assert held.wait(30)
+        assert not errors, errors
+        lease = task_claim(profile=node)
+    finally:
+        finish.set()
+        holder.join(30)
+    assert not errors, errors
+    assert pauses == [claim_module._HELD_PAUSES_S[0]]
+    assert lease is not None and lease.job_id == job.pk
+
+
+@pytest.mark.postgres
+def test_a_node_with_nothing_queued_for_it_does_not_wait(alice, bob, monkeypatch):
+    fund(alice, 100_000_000 * CREDITS)
+    _submit(alice.pk, cores=8, ram_mb=16_000)  # outside its classes
+    _submit(alice.pk, cores=1, ram_mb=512, region="US")  # in its class, another region
+    cpu = {**BASE["cpu"], "logical_cores": 2}
+    small = profile_for(online_node(bob, name="small", gpus=[], cpu=cpu, ram_mb=2048)[0])
+    monkeypatch.setattr(claim_module, "_pause", lambda seconds: pytest.fail("paused"))
+    assert task_claim(profile=small) is None
