@@ -3,6 +3,7 @@ exactly the task the whole queue's order would give it."""
 
 import random
 import threading
+from contextlib import contextmanager
 from dataclasses import replace
 
 import pytest
@@ -100,6 +101,53 @@ def _pick(sql: str, params: dict) -> int | None:
     return row[0] if row else None
 
 
+class _Held:
+    """A transaction on a connection of its own, kept open (its locks held) until released."""
+
+    def __init__(self, work):
+        self.result, self.errors = [], []
+        self._ready, self._finish = threading.Event(), threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(work,))
+
+    def _run(self, work) -> None:
+        try:
+            with transaction.atomic():
+                self.result.append(work())
+                self._ready.set()
+                assert self._finish.wait(30)
+        except BaseException as exc:  # surfaced by held_open
+            self.errors.append(exc)
+            self._ready.set()
+        finally:
+            connection.close()
+
+    def release(self) -> None:
+        self._finish.set()
+        self._thread.join(30)
+
+
+@contextmanager
+def held_open(work):
+    """Run `work()` in another transaction and keep it open for the block (or until release)."""
+    holder = _Held(work)
+    holder._thread.start()
+    try:
+        assert holder._ready.wait(30)
+        assert not holder.errors, holder.errors
+        yield holder
+    finally:
+        holder.release()
+    assert not holder.errors, holder.errors
+
+
+def _locking(sql: str, params: list):
+    def work() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+
+    return work
+
+
 @pytest.mark.postgres
 def test_the_database_computes_each_tasks_class(alice):
     fund(alice, 10_000_000 * CREDITS)
@@ -194,32 +242,9 @@ def test_a_small_nodes_claim_locks_only_the_task_it_takes(alice, bob):
     s1 = profile_for(online_node(bob, name="s1", region="US", gpus=[], cpu=cpu, ram_mb=2048)[0])
     s2 = profile_for(online_node(bob, name="s2", region="IN", gpus=[], cpu=cpu, ram_mb=2048)[0])
     assert node_size_classes(s1.cpu_cores, s1.ram_mb) is not None
-    first_claimed, finish = threading.Event(), threading.Event()
-    leases, errors = [], []
-
-    def hold_a_claim_open() -> None:
-        try:
-            with transaction.atomic():
-                leases.append(task_claim(profile=s1))
-                first_claimed.set()
-                assert finish.wait(30)
-        except BaseException as exc:  # surfaced below
-            errors.append(exc)
-            first_claimed.set()
-        finally:
-            connection.close()
-
-    holder = threading.Thread(target=hold_a_claim_open)
-    holder.start()
-    try:
-        assert first_claimed.wait(30)
-        assert not errors, errors
-        assert leases[0] is not None and leases[0].job_id == older.pk
+    with held_open(lambda: task_claim(profile=s1)) as first:
+        assert first.result[0] is not None and first.result[0].job_id == older.pk
         second = task_claim(profile=s2)
-    finally:
-        finish.set()
-        holder.join(30)
-    assert not errors, errors
     assert second is not None and second.job_id == other.pk
 
 
@@ -236,31 +261,9 @@ def test_a_held_head_gives_way_to_the_next_task_in_the_queues_order(alice, bob):
     cpu = {**BASE["cpu"], "logical_cores": 2}
     node = online_node(bob, name="small", gpus=[], cpu=cpu, ram_mb=2048)[0]
     profile = replace(profile_for(node), trusted=True)
-    held, finish = threading.Event(), threading.Event()
-    errors = []
-
-    def hold_the_head() -> None:
-        try:
-            with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute("SELECT id FROM jobs_task WHERE job_id = %s FOR UPDATE", [high.pk])
-                held.set()
-                assert finish.wait(30)
-        except BaseException as exc:  # surfaced below
-            errors.append(exc)
-            held.set()
-        finally:
-            connection.close()
-
-    holder = threading.Thread(target=hold_the_head)
-    holder.start()
-    try:
-        assert held.wait(30)
-        assert not errors, errors
+    head = _locking("SELECT id FROM jobs_task WHERE job_id = %s FOR UPDATE", [high.pk])
+    with held_open(head):
         lease = task_claim(profile=profile)
-    finally:
-        finish.set()
-        holder.join(30)
-    assert not errors, errors
     assert lease is not None and lease.job_id == middle.pk, (lease, low.pk)
 
 
@@ -290,41 +293,19 @@ def test_a_claim_that_finds_every_candidate_held_looks_again(alice, bob, monkeyp
     cpu = {**BASE["cpu"], "logical_cores": 1}
     node = profile_for(online_node(bob, name="tiny", gpus=[], cpu=cpu, ram_mb=512)[0])
     assert node_size_classes(node.cpu_cores, node.ram_mb) == [0]
-    held, finish = threading.Event(), threading.Event()
-    errors, pauses = [], []
+    candidates = _locking(
+        "SELECT id FROM jobs_task WHERE job_id = %s ORDER BY id LIMIT %s FOR UPDATE",
+        [job.pk, claim_module.CANDIDATES],
+    )
+    pauses = []
+    with held_open(candidates) as herd:
 
-    def hold_the_candidates() -> None:
-        try:
-            with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT id FROM jobs_task WHERE job_id = %s ORDER BY id LIMIT %s FOR UPDATE",
-                    [job.pk, claim_module.CANDIDATES],
-                )
-                held.set()
-                assert finish.wait(30)
-        except BaseException as exc:  # surfaced below
-            errors.append(exc)
-            held.set()
-        finally:
-            connection.close()
+        def pause(seconds: float) -> None:
+            pauses.append(seconds)
+            herd.release()  # the herd's claims end
 
-    holder = threading.Thread(target=hold_the_candidates)
-
-    def pause(seconds: float) -> None:
-        pauses.append(seconds)
-        finish.set()  # the herd's claims end
-        holder.join(30)
-
-    monkeypatch.setattr(claim_module, "_pause", pause)
-    holder.start()
-    try:
-        assert held.wait(30)
-        assert not errors, errors
+        monkeypatch.setattr(claim_module, "_pause", pause)
         lease = task_claim(profile=node)
-    finally:
-        finish.set()
-        holder.join(30)
-    assert not errors, errors
     assert pauses == [claim_module._HELD_PAUSES_S[0]]
     assert lease is not None and lease.job_id == job.pk
 
