@@ -51,7 +51,6 @@ def explain(key: str) -> str:
 
     from jobs import claim
     from jobs.node_profile import profile_for
-    from jobs.size_class import node_size_classes
     from nodes.auth import resolve_agent_key
 
     _, node = resolve_agent_key(key)
@@ -59,12 +58,10 @@ def explain(key: str) -> str:
     # The pick this node's claim makes: through its size classes (a small node) or through
     # the queue's own index.
     params = claim.claim_params(p, timezone.now())
-    buckets = node_size_classes(p.cpu_cores, p.ram_mb)
-    if buckets:
+    if p.size_classes:
         sql = "EXPLAIN (ANALYZE, BUFFERS) " + claim._BUCKETED_PICK
-        params["buckets"] = buckets
     else:
-        sql = "EXPLAIN (ANALYZE, BUFFERS) " + claim._CLAIM_SQL + " FOR UPDATE OF t SKIP LOCKED"
+        sql = "EXPLAIN (ANALYZE, BUFFERS) " + claim._QUEUE_PICK
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(sql, params)
         plan = "\n".join(row[0] for row in cursor.fetchall())

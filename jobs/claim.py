@@ -23,7 +23,6 @@ from django.utils import timezone
 from computepool.rawsql import insert_row, insert_select_lists
 from jobs.models import Attempt, JobState, TaskState
 from jobs.node_profile import NodeProfile
-from jobs.size_class import node_size_classes
 from ledger.errors import VersionConflict
 from ledger.event_sql import COLUMNS as EVENT_COLUMNS
 from ledger.event_sql import TABLE as EVENT_TABLE
@@ -67,6 +66,8 @@ SELECT {_COLUMNS}
  ORDER BY {_ORDER}
  LIMIT 1
 """  # noqa: S608 - constants
+# Any other node's pick on PostgreSQL: the queue's statement, the task locked as it is read.
+_QUEUE_PICK = f"{_CLAIM_SQL} FOR UPDATE OF t SKIP LOCKED"
 
 # A small node's pick (jobs.size_class), which locks one row. First the first CANDIDATES tasks
 # of each size class the node fits, in the queue's order, read without locks, and all of them
@@ -123,9 +124,9 @@ def _pause(seconds: float) -> None:
     time.sleep(seconds * (1 + random.random()))  # noqa: S311 - jitter, not a secret
 
 
-def _queued_in(buckets: list[int], profile: NodeProfile, now: datetime) -> bool:
+def _queued_in(profile: NodeProfile, now: datetime) -> bool:
     with connection.cursor() as cursor:
-        cursor.execute(_ANY_QUEUED_BUCKETED, claim_params(profile, now) | {"buckets": buckets})
+        cursor.execute(_ANY_QUEUED_BUCKETED, claim_params(profile, now))
         return cursor.fetchone() is not None
 
 
@@ -172,6 +173,7 @@ def claim_params(profile: NodeProfile, now: datetime) -> dict[str, Any]:
         # of one, or every node having lost it once).
         "reprieve": now - timedelta(seconds=settings.JOB_EXCLUSION_GRACE_S),
         "trusted": profile.trusted,
+        "buckets": profile.size_classes,  # read by a small node's pick only
     }
 
 
@@ -221,9 +223,8 @@ def task_claim(*, profile: NodeProfile) -> Lease | None:
     now = timezone.now()
     if connection.vendor == "postgresql":
         lease = _claim_in_one_statement(profile, now)
-        buckets = node_size_classes(profile.cpu_cores, profile.ram_mb)
-        for pause in _HELD_PAUSES_S if buckets else ():
-            if lease is not None or not _queued_in(buckets, profile, now):
+        for pause in _HELD_PAUSES_S if profile.size_classes else ():
+            if lease is not None or not _queued_in(profile, now):
                 break
             _pause(pause)
             now = timezone.now()
@@ -345,7 +346,6 @@ def claim_statement(profile: NodeProfile, now: datetime) -> tuple[str, dict[str,
     """PostgreSQL: the claim's one statement for `profile` at `now`, its parameters, and the
     attempt it inserts (unsaved: the statement returns its id last)."""
     attempt = _new_attempt(profile, now)
-    buckets = node_size_classes(profile.cpu_cores, profile.ram_mb)
     att_columns, att_values, params = insert_select_lists(
         attempt,
         name="a",
@@ -383,7 +383,7 @@ def claim_statement(profile: NodeProfile, now: datetime) -> tuple[str, dict[str,
         payload={"job_id": SqlInt("started.id")},
     )
     sql = _ONE_STATEMENT.format(
-        pick=_BUCKETED_PICK if buckets else f"{_CLAIM_SQL} FOR UPDATE OF t SKIP LOCKED",
+        pick=_BUCKETED_PICK if profile.size_classes else _QUEUE_PICK,
         att_columns=att_columns,
         att_values=att_values,
         events=EVENT_TABLE,
@@ -392,8 +392,6 @@ def claim_statement(profile: NodeProfile, now: datetime) -> tuple[str, dict[str,
         started=started.select,
     )
     params |= claimed.params | started.params | claim_params(profile, now)
-    if buckets:
-        params["buckets"] = buckets
     return sql, params, attempt
 
 

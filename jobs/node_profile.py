@@ -6,6 +6,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from jobs import billing
+from jobs.size_class import node_size_classes
 from nodes.models import Node, NodeState
 
 # States in which a node may take new work. Degraded is a missed heartbeat, not a verdict:
@@ -29,6 +30,11 @@ class NodeProfile:
     price_per_s: int
     trusted: bool  # reliability high enough for high-priority work and last attempts
     fit: float  # tier multiplier: better nodes are woken first when work arrives
+
+    @property
+    def size_classes(self) -> list[int] | None:
+        """The queue's size classes this node claims through, or None: the queue's index."""
+        return node_size_classes(self.cpu_cores, self.ram_mb)
 
 
 def profile_for(node: Node) -> NodeProfile:

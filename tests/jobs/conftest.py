@@ -49,8 +49,9 @@ def job_body(**overrides: Any) -> dict[str, Any]:
     return body
 
 
-def submit_job(user_id: int, slices: int):
-    """A `true` script job submitted through the service (no HTTP): the concurrency proofs'."""
+def submit_job(user_id: int, slices: int, **fields: Any):
+    """A `true` script job submitted through the service (no HTTP): the concurrency proofs'.
+    `fields` replace or add body fields (`priority`, `requirements`)."""
     from jobs.serializers import JobIn
     from jobs.submission import job_submit
 
@@ -62,6 +63,7 @@ def submit_job(user_id: int, slices: int):
             "timeout_s": 60,
             "price_ceiling": 500,
             "max_attempts": 3,
+            **fields,
         }
     )
     data.is_valid(raise_exception=True)

@@ -16,10 +16,8 @@ from jobs import claim as claim_module
 from jobs.claim import _BUCKETED_PICK, _CLAIM_SQL, claim_params, claim_statement, task_claim
 from jobs.models import Task
 from jobs.node_profile import NodeProfile, profile_for
-from jobs.serializers import JobIn
 from jobs.size_class import BUCKETED_MAX, node_size_classes, task_size_class
-from jobs.submission import job_submit
-from tests.jobs.conftest import CREDITS, fund, online_node
+from tests.jobs.conftest import CREDITS, fund, online_node, submit_job
 from tests.nodes.conftest import BASE
 
 cores = st.integers(min_value=0, max_value=4096)
@@ -59,20 +57,7 @@ def _submit(
     requirements = {"cpu_cores": cores, "ram_mb": ram_mb, "region": region}
     if vram:
         requirements |= {"min_vram_mb": vram, "gpu_count": 1}
-    data = JobIn(
-        data={
-            "kind": "script",
-            "script": "true",
-            "slices": slices,
-            "timeout_s": 60,
-            "price_ceiling": 500,
-            "max_attempts": 3,
-            "priority": priority,
-            "requirements": requirements,
-        }
-    )
-    data.is_valid(raise_exception=True)
-    return job_submit(submitter_id=user_id, data=data.validated_data).job
+    return submit_job(user_id, slices, priority=priority, requirements=requirements)
 
 
 def _small(node_id: int, cores: int, ram_mb: int, trusted: bool) -> NodeProfile:
@@ -179,11 +164,10 @@ def test_a_small_nodes_pick_is_the_queues_own_order(alice):
             ram_mb=rng.choice([512, 1024, 2048, 3000, 4096]),
             trusted=rng.random() < 0.5,
         )
-        buckets = node_size_classes(profile.cpu_cores, profile.ram_mb)
-        assert buckets is not None
+        assert profile.size_classes is not None
         params = claim_params(profile, now)
         expected = _pick(_CLAIM_SQL, params)
-        assert _pick(_BUCKETED_PICK, params | {"buckets": buckets}) == expected
+        assert _pick(_BUCKETED_PICK, params) == expected
         found += expected is not None
         head = _pick(_CLAIM_SQL, params | {"cores": 1024, "ram": 1 << 30})
         passed_over += expected is not None and head != expected
@@ -222,7 +206,7 @@ def test_the_bucketed_pick_reads_the_class_index(alice):
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE jobs_task")
         profile = _small(node_id=1, cores=2, ram_mb=2048, trusted=False)
-        params = claim_params(profile, timezone.now()) | {"buckets": [0, 1, 2, 32, 33, 34]}
+        params = claim_params(profile, timezone.now())
         cursor.execute("SET LOCAL enable_seqscan = off")  # a six-row table: force the choice
         cursor.execute("EXPLAIN " + _BUCKETED_PICK, params)
         plan = "\n".join(row[0] for row in cursor.fetchall())
@@ -241,7 +225,7 @@ def test_a_small_nodes_claim_locks_only_the_task_it_takes(alice, bob):
     cpu = {**BASE["cpu"], "logical_cores": 2}
     s1 = profile_for(online_node(bob, name="s1", region="US", gpus=[], cpu=cpu, ram_mb=2048)[0])
     s2 = profile_for(online_node(bob, name="s2", region="IN", gpus=[], cpu=cpu, ram_mb=2048)[0])
-    assert node_size_classes(s1.cpu_cores, s1.ram_mb) is not None
+    assert s1.size_classes is not None
     with held_open(lambda: task_claim(profile=s1)) as first:
         assert first.result[0] is not None and first.result[0].job_id == older.pk
         second = task_claim(profile=s2)
@@ -292,7 +276,7 @@ def test_a_claim_that_finds_every_candidate_held_looks_again(alice, bob, monkeyp
     job = _submit(alice.pk, cores=1, ram_mb=512, slices=claim_module.CANDIDATES + 1)
     cpu = {**BASE["cpu"], "logical_cores": 1}
     node = profile_for(online_node(bob, name="tiny", gpus=[], cpu=cpu, ram_mb=512)[0])
-    assert node_size_classes(node.cpu_cores, node.ram_mb) == [0]
+    assert node.size_classes == [0]
     candidates = _locking(
         "SELECT id FROM jobs_task WHERE job_id = %s ORDER BY id LIMIT %s FOR UPDATE",
         [job.pk, claim_module.CANDIDATES],
