@@ -57,11 +57,12 @@ def explain(key: str) -> str:
     p = profile_for(node)
     # The pick this node's claim makes: through its size classes (a small node) or through
     # the queue's own index.
-    params = claim.claim_params(p, timezone.now())
     if p.size_classes:
         sql = "EXPLAIN (ANALYZE, BUFFERS) " + claim._BUCKETED_PICK
+        params = claim.bucketed_params(p, timezone.now())
     else:
         sql = "EXPLAIN (ANALYZE, BUFFERS) " + claim._QUEUE_PICK
+        params = claim.claim_params(p, timezone.now())
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(sql, params)
         plan = "\n".join(row[0] for row in cursor.fetchall())

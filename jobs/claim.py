@@ -126,7 +126,7 @@ def _pause(seconds: float) -> None:
 
 def _queued_in(profile: NodeProfile, now: datetime) -> bool:
     with connection.cursor() as cursor:
-        cursor.execute(_ANY_QUEUED_BUCKETED, claim_params(profile, now))
+        cursor.execute(_ANY_QUEUED_BUCKETED, bucketed_params(profile, now))
         return cursor.fetchone() is not None
 
 
@@ -173,8 +173,12 @@ def claim_params(profile: NodeProfile, now: datetime) -> dict[str, Any]:
         # of one, or every node having lost it once).
         "reprieve": now - timedelta(seconds=settings.JOB_EXCLUSION_GRACE_S),
         "trusted": profile.trusted,
-        "buckets": profile.size_classes,  # read by a small node's pick only
     }
+
+
+def bucketed_params(profile: NodeProfile, now: datetime) -> dict[str, Any]:
+    """The parameters of a small node's pick (PostgreSQL: SQLite cannot bind the list)."""
+    return claim_params(profile, now) | {"buckets": profile.size_classes}
 
 
 def _select_task(profile: NodeProfile, now: datetime) -> tuple | None:
@@ -391,7 +395,8 @@ def claim_statement(profile: NodeProfile, now: datetime) -> tuple[str, dict[str,
         claimed=claimed.select,
         started=started.select,
     )
-    params |= claimed.params | started.params | claim_params(profile, now)
+    pick_params = bucketed_params if profile.size_classes else claim_params
+    params |= claimed.params | started.params | pick_params(profile, now)
     return sql, params, attempt
 
 

@@ -55,8 +55,10 @@ from people.services import user_create
 
 op = user_create(username="op", roles=["operator"])
 sub = user_create(username="sub", roles=["submitter"])
+# A node small enough to claim through the queue's size classes on PostgreSQL (4 cores, 4 GB):
+# on SQLite it must take the queue's own statement.
 caps = {"gpus": [], "cpu": {"model": "x", "arch": "x86_64", "physical_cores": 4,
-        "logical_cores": 8, "avx": True, "avx2": True, "avx512": False}, "ram_mb": 8000,
+        "logical_cores": 4, "avx": True, "avx2": True, "avx512": False}, "ram_mb": 4000,
         "disk_free_mb": 9000, "os": {}, "sandboxes": [], "detection": {}, "agent_version": "t"}
 node, _ = node_register(operator=op, name="n", region="IN", capabilities=caps, actor="t")
 node_heartbeat(node=node, status="available", load={}, gpus=[], lease_tokens=[])
@@ -65,6 +67,7 @@ data = JobIn(data={"kind": "script", "script": "true", "slices": 2, "price_ceili
 data.is_valid(raise_exception=True)
 job = job_submit(submitter_id=sub.pk, data=data.validated_data).job
 profile = profile_for(Node.objects.get(pk=node.pk))
+assert profile.size_classes is not None
 for _ in range(2):
     lease = task_claim(profile=profile)
     attempt_complete(attempt_id=lease.attempt_id, token=lease.lease_token, node_id=node.pk,

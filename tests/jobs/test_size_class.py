@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from jobs import claim as claim_module
-from jobs.claim import _BUCKETED_PICK, _CLAIM_SQL, claim_params, claim_statement, task_claim
+from jobs.claim import _BUCKETED_PICK, _CLAIM_SQL, bucketed_params, claim_statement, task_claim
 from jobs.models import Task
 from jobs.node_profile import NodeProfile, profile_for
 from jobs.size_class import BUCKETED_MAX, node_size_classes, task_size_class
@@ -165,7 +165,7 @@ def test_a_small_nodes_pick_is_the_queues_own_order(alice):
             trusted=rng.random() < 0.5,
         )
         assert profile.size_classes is not None
-        params = claim_params(profile, now)
+        params = bucketed_params(profile, now)
         expected = _pick(_CLAIM_SQL, params)
         assert _pick(_BUCKETED_PICK, params) == expected
         found += expected is not None
@@ -206,7 +206,7 @@ def test_the_bucketed_pick_reads_the_class_index(alice):
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE jobs_task")
         profile = _small(node_id=1, cores=2, ram_mb=2048, trusted=False)
-        params = claim_params(profile, timezone.now())
+        params = bucketed_params(profile, timezone.now())
         cursor.execute("SET LOCAL enable_seqscan = off")  # a six-row table: force the choice
         cursor.execute("EXPLAIN " + _BUCKETED_PICK, params)
         plan = "\n".join(row[0] for row in cursor.fetchall())
