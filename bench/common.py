@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import shlex
+import shutil
 import signal
 import socket
 import statistics
@@ -255,12 +256,7 @@ def postgres_cpu_seconds(dbname: str) -> float:
     """CPU of the PostgreSQL backends serving `dbname`, live ones only (take it before they
     close). The shared WAL writer and checkpointer also work for the other databases on this
     server, so they are left out: each backend flushes WAL at its own commits."""
-    with psycopg.connect(db_url(dbname), autocommit=True) as conn:
-        rows = conn.execute(
-            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
-            [dbname],
-        ).fetchall()
-    return cpu_seconds(pid for (pid,) in rows)
+    return cpu_seconds(postgres_backend_pids(dbname))
 
 
 # --- a lean HTTP/1.1 client (keep-alive, asyncio) ---------------------------------------------
@@ -677,6 +673,45 @@ HEARTBEAT_BODY = {
     ],
     "leases": [],
 }  # fmt: skip
+
+
+def postgres_backend_pids(dbname: str) -> list[int]:
+    """The live PostgreSQL backends serving `dbname` (this query's own left out)."""
+    with psycopg.connect(db_url(dbname), autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            [dbname],
+        ).fetchall()
+    return [pid for (pid,) in rows]
+
+
+def perf_start(pids: list[int], seconds: int, out: Path) -> subprocess.Popen | None:
+    """Sample `pids` (PostgreSQL's backends) with Linux perf for `seconds`: where the database
+    spends its CPU, by function. Needs perf and the right to trace those processes (root)."""
+    if not pids or shutil.which("perf") is None:
+        print("  (perf is not installed: no PostgreSQL profile)")
+        return None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    targets = ",".join(map(str, pids))
+    return subprocess.Popen(
+        ["perf", "record", "-F", "999", "-o", str(out), "-p", targets, "--", "sleep", str(seconds)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def perf_summary(data: Path, top: int = 30) -> list[str]:
+    """The functions with the largest self share of a perf recording."""
+    if not data.exists():
+        return ["  (no samples)"]
+    report = subprocess.run(
+        ["perf", "report", "-i", str(data), "--no-children", "--stdio", "--sort", "dso,symbol"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    rows = [line.rstrip() for line in report.splitlines() if line.strip() and "%" in line]
+    return [f"  {row.strip()}" for row in rows if not row.lstrip().startswith("#")][:top]
 
 
 def pyspy_start(pids: list[int], seconds: int, out_dir: Path) -> list[subprocess.Popen]:

@@ -150,6 +150,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--worker-class", default="gthread", choices=("gthread", "uvicorn"))
     parser.add_argument("--profile", action="store_true", help="py-spy the workers per endpoint")
+    parser.add_argument(
+        "--perf", action="store_true", help="perf the PostgreSQL backends per endpoint (root)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
     parser.add_argument(
         "--breakdown", action="store_true", help="in-process cost of auth, throttle, health check"
@@ -187,11 +190,17 @@ def main() -> None:
                 spies = []
                 if args.profile and r == args.rounds - 1:
                     spies = common.pyspy_start(workers, int(args.seconds), profiles / name)
+                perf = None
+                if args.perf and r == args.rounds - 1:
+                    backends = common.postgres_backend_pids(db)
+                    perf = common.perf_start(backends, int(args.seconds), profiles / f"{name}.perf")
                 rate, ok, failed, lat = common.run(
                     phase(hub, name, keys, leases, args.seconds, args.conns)
                 )
                 for spy in spies:
                     spy.wait(timeout=60)
+                if perf is not None:
+                    perf.wait(timeout=60)
                 hub_cpu = common.cpu_seconds(workers) - hub_cpu0
                 pg_cpu = common.postgres_cpu_seconds(db) - pg_cpu0
                 round_rate[name] = rate
@@ -234,6 +243,10 @@ def main() -> None:
             "non-2xx",
         ],
     )
+    if args.perf:
+        for name in ENDPOINTS:
+            print(f"\nPostgreSQL's backends during {name} (self share of perf samples):")
+            print("\n".join(common.perf_summary(profiles / f"{name}.perf")))
     if args.profile:
         for name in ENDPOINTS:
             print(f"\nprofile of the workers during {name} (inclusive share of samples):")

@@ -15,6 +15,7 @@ import os
 import pstats
 import time
 from pathlib import Path
+from typing import Any
 
 from bench import common
 
@@ -31,6 +32,17 @@ def main() -> None:
     parser.add_argument("--sort", default="cumulative", help="pstats order for --profile")
     parser.add_argument("--show-sql", action="store_true", help="print each request's statements")
     parser.add_argument("--name", default="inprocess", help="database suffix")
+    parser.add_argument(
+        "--queued",
+        type=int,
+        default=0,
+        help="tasks queued (default: as many as the run claims; the claim's plan depends on it)",
+    )
+    parser.add_argument(
+        "--plans",
+        action="store_true",
+        help="list the prepared statements PostgreSQL plans anew on every call (custom plans)",
+    )
     args = parser.parse_args()
     common.banner("hot path in process: CPU per request through the test client")
     n = args.requests
@@ -38,7 +50,7 @@ def main() -> None:
     common.django_setup(db)
     _, keys = common.seed_nodes(8, operator_ids=common.operators(1))
     user_id, _ = common.submitter()
-    common.submit_jobs(user_id, 2 * n // 10 + 20, slices=10)
+    common.submit_jobs(user_id, max(2 * n + 200, args.queued) // 10, slices=10)
 
     from django.db import connection
     from django.test import Client
@@ -117,8 +129,28 @@ def main() -> None:
             pstats.Stats(profiler).sort_stats(args.sort).print_stats(40)
     print()
     common.table(rows, ["request", "statements", "hub CPU ms/request", "PG backend CPU ms/request"])
+    if args.plans:
+        print_plans(connection)
     common.close_django_connections()
     common.drop_db(db)
+
+
+def print_plans(connection: Any) -> None:
+    """The prepared statements of this run's connection, by how PostgreSQL planned their calls:
+    a generic plan is built once and reused; a custom plan is built for every call's values,
+    which costs the planner's CPU each time (PostgreSQL chooses one when the generic plan's
+    estimate is worse than the custom plans' average)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT generic_plans, custom_plans, statement FROM pg_prepared_statements "
+            "ORDER BY custom_plans DESC, generic_plans DESC"
+        )
+        rows = cursor.fetchall()
+    print(f"\nprepared statements: {len(rows)}")
+    common.table(
+        [[g, c, " ".join(text.split())[:110]] for g, c, text in rows],
+        ["generic plans", "custom plans", "statement"],
+    )
 
 
 if __name__ == "__main__":

@@ -2,15 +2,17 @@
 
 Rows are written with COPY (nodes_node, jobs_job, jobs_task), then the claim is timed in this
 process, as the hub runs it for one request: the agent-key lookup (people.auth's resolver),
-the node's profile and `task_claim`, without HTTP. Each claim runs inside a transaction that is
-rolled back, so the queue keeps its size (task_claim's own atomic block becomes a savepoint:
-two extra round trips of ~0.1 ms are included). Three claimants: an RTX 4090 node (16 cores,
-64 GB), which can run the task at the head of the queue; a CPU node (8 cores, 16 GB), for which
-the claim must pass over the GPU tasks that sort ahead of the CPU tasks; and a small CPU node
-(2 cores, 2 GB), too small for the tasks of every priority above 0: without the queue's size
-classes (jobs.size_class) its claim would reject them row by row, O(queue); with them it reads
-the head of each of the six classes it fits. The queue: a third GPU tasks, one job
-in ten at priority 1-3, 1-4 cores and 0.5-4 GB each.
+the node's profile and `task_claim`, without HTTP, up to its commit (the WAL flush's wait is
+left out). The claims commit, as the hub's do, so that psycopg prepares the claim and
+PostgreSQL runs it under its generic plan, as in production (a claim rolled back clears
+psycopg's prepared statements, and each call would be planned for its values); after each
+claimant's run the queue is topped up with as many tasks as it took. Three claimants: an RTX
+4090 node (16 cores, 64 GB), which can run the task at the head of the queue; a CPU node (8
+cores, 16 GB), for which the claim must pass over the GPU tasks that sort ahead of the CPU
+tasks; and a small CPU node (2 cores, 2 GB), too small for the tasks of every priority above
+0: without the queue's size classes (jobs.size_class) its claim would reject them row by row,
+O(queue); with them it reads the head of each of the six classes it fits. The queue: a third
+GPU tasks, one job in ten at priority 1-3, 1-4 cores and 0.5-4 GB each.
 
     .venv/bin/python -m bench.scale [--max-tasks 1000000] [--samples 200]
 """
@@ -24,7 +26,11 @@ TASK_LEVELS = (1_000, 10_000, 100_000, 1_000_000)
 NODE_LEVELS = (100, 10_000, 100_000)
 
 
+WARM_UP = 20  # claims before the timed ones: psycopg prepares on the fifth
+
+
 def time_claims(key: str, samples: int) -> list[float]:
+    """`samples` claims' server times in ms, after WARM_UP untimed; all of them commit."""
     from django.db import transaction
 
     from jobs.claim import task_claim
@@ -32,40 +38,29 @@ def time_claims(key: str, samples: int) -> list[float]:
     from nodes.auth import resolve_agent_key
 
     out = []
-    for i in range(samples + 20):
+    for i in range(samples + WARM_UP):
         with transaction.atomic():
             t0 = time.perf_counter()
             _, node = resolve_agent_key(key)
             lease = task_claim(profile=profile_for(node))
             took = time.perf_counter() - t0
-            transaction.set_rollback(True)
         assert lease is not None, "the claimant found nothing to claim"
-        if i >= 20:
+        if i >= WARM_UP:
             out.append(took * 1000)
     return out
 
 
 def explain(key: str) -> str:
-    from django.db import connection, transaction
-    from django.utils import timezone
+    """EXPLAIN ANALYZE of the claim under the plan it runs with (its generic plan)."""
+    from django.db import transaction
 
-    from jobs import claim
+    from jobs.claim_plan import claim_generic_plan
     from jobs.node_profile import profile_for
     from nodes.auth import resolve_agent_key
 
     _, node = resolve_agent_key(key)
-    p = profile_for(node)
-    # The pick this node's claim makes: through its size classes (a small node) or through
-    # the queue's own index.
-    if p.size_classes:
-        sql = "EXPLAIN (ANALYZE, BUFFERS) " + claim._BUCKETED_PICK
-        params = claim.bucketed_params(p, timezone.now())
-    else:
-        sql = "EXPLAIN (ANALYZE, BUFFERS) " + claim._QUEUE_PICK
-        params = claim.claim_params(p, timezone.now())
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        plan = "\n".join(row[0] for row in cursor.fetchall())
+    with transaction.atomic():
+        plan = claim_generic_plan(profile_for(node), analyze=True)
         transaction.set_rollback(True)
     return plan
 
@@ -110,6 +105,8 @@ def main() -> None:
             common.vacuum_analyze(db, "nodes_node")
             for kind, key in claimants:
                 ms = time_claims(key, args.samples)
+                # Back to the queue's size: as many new tasks as the claims took.
+                common.seed_queue(args.samples + WARM_UP, submitter_id=user_id, slices_per_job=100)
                 p50, p99 = common.pct(ms, 50), common.pct(ms, 99)
                 rows.append([tasks, nodes, kind, f"{p50:.2f}", f"{p99:.2f}", f"{max(ms):.2f}"])
                 print(f"  {nodes:>7} nodes, {kind:>8} claimant: p50 {p50:.2f} ms, p99 {p99:.2f} ms")
@@ -134,7 +131,10 @@ def main() -> None:
             f"{float(large[4]) / float(small[4]):.1f} (target ≤ 2)"
         )
     for kind, plan in plans.items():
-        print(f"\nEXPLAIN (ANALYZE, BUFFERS) of the claim, {kind} claimant, largest size:")
+        print(
+            f"\nEXPLAIN (ANALYZE, BUFFERS) of the claim under its generic plan, {kind} claimant, "
+            "largest size:"
+        )
         print(plan)
     if not args.keep:
         common.drop_db(db)

@@ -42,14 +42,11 @@ def _squeezed(sql: str) -> str:
 
 # The hard gates a queued task can stop passing after its submission: it is claimed, cancelled,
 # or requeued with a backoff, the node that lost it excluded and an attempt spent.
-_LIVE_GATES = """t.state = 'queued'
-   AND t.available_at <= %(now)s
+_LIVE_TERMS = """t.available_at <= %(now)s
    AND (t.excluded_nodes NOT LIKE %(node_like)s OR t.available_at <= %(reprieve)s)
    AND (%(trusted)s OR (t.priority <= 0 AND t.attempts + 1 < t.max_attempts))"""
-# Every hard gate, on the task's own (denormalised) columns.
-_GATES = f"""{_LIVE_GATES}
-   AND t.min_vram_mb <= %(vram)s
-   AND t.cpu_cores <= %(cores)s
+# The gates fixed at submission, on the task's own (denormalised) columns.
+_FIT_TERMS = """t.cpu_cores <= %(cores)s
    AND t.ram_mb <= %(ram)s
    AND t.disk_mb <= %(disk)s
    AND t.gpu_count <= %(gpus)s
@@ -57,6 +54,19 @@ _GATES = f"""{_LIVE_GATES}
    AND (t.region = '' OR t.region = %(region)s)
    AND (t.tier_allow = '' OR t.tier_allow LIKE %(tier_like)s)
    AND t.price_ceiling >= %(price)s"""
+# Outside COALESCE only what an index reads: the queue's partial-index predicate and the VRAM
+# bound (an index condition of both queue indexes). The rest is one opaque term to the planner,
+# which estimates it passes half the rows instead of multiplying a default third per bound
+# into "one row": with that estimate the plan it builds once for the prepared statement (its
+# generic plan) walks the queue's index in order and stops at the first task, as the plan
+# built for each call's values does, so PostgreSQL keeps it and stops planning the claim on
+# every call. Multiplied, the generic plan sorted every queued task and was never chosen.
+_LIVE_GATES = f"t.state = 'queued' AND COALESCE({_LIVE_TERMS}, false)"
+# Every hard gate.
+_GATES = f"""t.state = 'queued'
+   AND t.min_vram_mb <= %(vram)s
+   AND COALESCE({_LIVE_TERMS}
+   AND {_FIT_TERMS}, false)"""
 _ORDER = "t.priority DESC, t.min_vram_mb DESC, t.id"
 
 _CLAIM_SQL = f"""
