@@ -54,20 +54,33 @@ def insert_row(instance: models.Model) -> None:
     instance._state.db = connection.alias
 
 
+_insert_selects: dict[tuple, tuple[str, str, list[tuple[str, models.Field]]]] = {}
+
+
 def insert_select_lists(
     instance: models.Model, *, name: str, exprs: dict[str, str]
 ) -> tuple[str, str, dict[str, Any]]:
     """The column list and the select list of `INSERT INTO <table> (…) SELECT … FROM <source>`
     for `instance`, as `insert_row` would write it, except that the columns in `exprs` take SQL
     expressions over the source (a row the same statement produced). Named parameters, prefixed
-    by `name`, so the lists fit a statement with other named parameters (PostgreSQL)."""
-    fields = [f for f in type(instance)._meta.concrete_fields if not f.primary_key]
-    columns, values, params = [], [], {}
-    for i, field in enumerate(fields):
-        columns.append(connection.ops.quote_name(field.column))
-        if field.column in exprs:
-            values.append(exprs[field.column])
-            continue
-        params[f"{name}_{i}"] = field.get_db_prep_save(field.pre_save(instance, True), connection)
-        values.append(f"%({name}_{i})s")
-    return ", ".join(columns), ", ".join(values), params
+    by `name`, so the lists fit a statement with other named parameters (PostgreSQL). The lists
+    are built once per model, name and expressions; each call prepares only the values."""
+    model = type(instance)
+    key = (model, name, tuple(sorted(exprs.items())), connection.vendor)
+    if key not in _insert_selects:
+        fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+        columns, values, valued = [], [], []
+        for i, field in enumerate(fields):
+            columns.append(connection.ops.quote_name(field.column))
+            if field.column in exprs:
+                values.append(exprs[field.column])
+            else:
+                valued.append((f"{name}_{i}", field))
+                values.append(f"%({name}_{i})s")
+        _insert_selects[key] = (", ".join(columns), ", ".join(values), valued)
+    columns, values, valued = _insert_selects[key]
+    params = {
+        param: field.get_db_prep_save(field.pre_save(instance, True), connection)
+        for param, field in valued
+    }
+    return columns, values, params

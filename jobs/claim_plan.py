@@ -26,11 +26,14 @@ def claim_generic_plan(profile: NodeProfile, *, analyze: bool = False) -> str:
     sql, params, _ = claim_statement(profile, timezone.now())
     raw = connection.connection
     raw.execute(sql, params, prepare=True)
-    (name,) = raw.execute(
-        "SELECT name FROM pg_prepared_statements ORDER BY prepare_time DESC LIMIT 1"
-    ).fetchone()
     # psycopg numbers named placeholders in the order they first appear.
     names = list(dict.fromkeys(_PLACEHOLDER.findall(sql)))
+    number = {n: f"${i}" for i, n in enumerate(names, 1)}
+    text = _PLACEHOLDER.sub(lambda m: number[m.group(1)], sql).replace("%%", "%")
+    row = raw.execute("SELECT name FROM pg_prepared_statements WHERE statement = %s", [text])
+    (name,) = row.fetchone() or (None,)
+    if name is None:
+        raise LookupError("the claim is not among this connection's prepared statements")
     _, fresh, _ = claim_statement(profile, timezone.now())  # a lease token of its own
     options = "(ANALYZE, BUFFERS) " if analyze else ""
     holes = ", ".join(["%s"] * len(names))
