@@ -143,7 +143,7 @@ class Task(models.Model):
     version = models.PositiveIntegerField(default=0)  # the task:<id> stream's version
     created_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
-    # The queue's bucket by cores and RAM (jobs.size_class), computed by the database so that
+    # The queue's bucket by cores, RAM and GPU (jobs.size_class), computed by the database so that
     # no writer of tasks can put one in the wrong bucket.
     size_class = models.GeneratedField(
         expression=size_class_expression(),

@@ -34,7 +34,7 @@ class NodeProfile:
     @property
     def size_classes(self) -> list[int] | None:
         """The queue's size classes this node claims through, or None: the queue's index."""
-        return node_size_classes(self.cpu_cores, self.ram_mb)
+        return node_size_classes(self.cpu_cores, self.ram_mb, self.gpu_count)
 
 
 def profile_for(node: Node) -> NodeProfile:

@@ -36,7 +36,10 @@ def test_32_claimers_lease_every_task_exactly_once(alice, bob):
     nodes = [
         online_node(bob, name=f"rig-{i}", **(small if i % 2 else {}))[0] for i in range(CLAIMERS)
     ]
-    assert sum(node_size_classes(n.cpu_cores, n.ram_mb) is not None for n in nodes) == CLAIMERS // 2
+    assert (
+        sum(node_size_classes(n.cpu_cores, n.ram_mb, n.gpu_count) is not None for n in nodes)
+        == CLAIMERS // 2
+    )
     doomed = submit_job(alice.pk, 50)  # cancelled before anyone may run it
     job_cancel(job=doomed, actor="test")
     stale_rejected = Counter()

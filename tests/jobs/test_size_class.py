@@ -16,7 +16,7 @@ from jobs import claim as claim_module
 from jobs.claim import _BUCKETED_PICK, _CLAIM_SQL, bucketed_params, claim_statement, task_claim
 from jobs.models import Task
 from jobs.node_profile import NodeProfile, profile_for
-from jobs.size_class import BUCKETED_MAX, node_size_classes, task_size_class
+from jobs.size_class import BUCKETED_MAX, GPU_FLAG, node_size_classes, task_size_class
 from tests.jobs.conftest import CREDITS, fund, online_node, submit_job
 from tests.nodes.conftest import BASE
 
@@ -24,24 +24,42 @@ cores = st.integers(min_value=0, max_value=4096)
 ram = st.integers(min_value=0, max_value=1 << 26)
 
 
-@given(task_cores=cores, task_ram=ram, node_cores=cores, node_ram=ram)
-def test_a_node_reads_every_class_holding_work_it_fits(task_cores, task_ram, node_cores, node_ram):
-    classes = node_size_classes(node_cores, node_ram)
+gpus = st.integers(min_value=0, max_value=8)
+
+
+@given(task=st.tuples(cores, ram, gpus), node=st.tuples(cores, ram, gpus))
+def test_a_node_reads_every_class_holding_work_it_fits(task, node):
+    classes = node_size_classes(*node)
     if classes is None:
         return  # a big node reads the whole queue
-    assert len(classes) <= BUCKETED_MAX
-    if task_cores <= node_cores and task_ram <= node_ram:
-        assert task_size_class(task_cores, task_ram) in classes
+    assert len(classes) <= BUCKETED_MAX * (2 if node[2] else 1)
+    if all(need <= has for need, has in zip(task, node, strict=True)):
+        assert task_size_class(*task) in classes
+
+
+@given(task=st.tuples(cores, ram, gpus.filter(bool)), node=st.tuples(cores, ram))
+def test_a_node_without_a_gpu_never_reads_gpu_work(task, node):
+    assert task_size_class(*task) not in (node_size_classes(*node, 0) or [])
 
 
 def test_the_classes_round_each_dimension_up_to_a_power_of_two():
-    assert task_size_class(1, 512) == 0
-    assert task_size_class(2, 512) == 32
-    assert task_size_class(3, 512) == task_size_class(4, 512) == 64
-    assert task_size_class(1, 513) == task_size_class(1, 1024) == 1
-    assert task_size_class(1, 1025) == 2
-    assert node_size_classes(2, 2048) == [0, 1, 2, 32, 33, 34]
-    assert node_size_classes(32, 65536) is None  # 6 × 8 classes: the queue's own index
+    assert task_size_class(1, 512, 0) == 0
+    assert task_size_class(2, 512, 0) == 32
+    assert task_size_class(3, 512, 0) == task_size_class(4, 512, 0) == 64
+    assert task_size_class(1, 513, 0) == task_size_class(1, 1024, 0) == 1
+    assert task_size_class(1, 1025, 0) == 2
+    assert task_size_class(1, 512, 1) == task_size_class(1, 512, 4) == GPU_FLAG
+    assert node_size_classes(2, 2048, 0) == [0, 1, 2, 32, 33, 34]
+    assert node_size_classes(2, 2048, 1) == [
+        0,
+        1,
+        2,
+        32,
+        33,
+        34,
+        *(GPU_FLAG + k for k in [0, 1, 2, 32, 33, 34]),
+    ]
+    assert node_size_classes(32, 65536, 0) is None  # 6 × 8 classes: the queue's own index
 
 
 def _submit(
@@ -60,19 +78,19 @@ def _submit(
     return submit_job(user_id, slices, priority=priority, requirements=requirements)
 
 
-def _small(node_id: int, cores: int, ram_mb: int, trusted: bool) -> NodeProfile:
+def _small(node_id: int, cores: int, ram_mb: int, trusted: bool, gpu: bool = False) -> NodeProfile:
     return NodeProfile(
         node_id=node_id,
         operator_id=1,
         can_claim=True,
         region="IN",
-        tier="cpu",
-        vram_mb=0,
-        compute_capability=0,
+        tier="rtx-3060" if gpu else "cpu",
+        vram_mb=12_288 if gpu else 0,
+        compute_capability=86 if gpu else 0,
         cpu_cores=cores,
         ram_mb=ram_mb,
         disk_mb=100_000,
-        gpu_count=0,
+        gpu_count=1 if gpu else 0,
         price_per_s=1,
         trusted=trusted,
         fit=0.8,
@@ -138,8 +156,11 @@ def test_the_database_computes_each_tasks_class(alice):
     fund(alice, 10_000_000 * CREDITS)
     for cores_, ram_mb in [(1, 16), (1, 512), (1, 513), (2, 2048), (3, 3000), (64, 4_194_304)]:
         _submit(alice.pk, cores=cores_, ram_mb=ram_mb)
-    for task in Task.objects.all():
-        assert task.size_class == task_size_class(task.cpu_cores, task.ram_mb)
+        _submit(alice.pk, cores=cores_, ram_mb=ram_mb, vram=8192)
+    tasks = list(Task.objects.all())
+    assert {t.gpu_count > 0 for t in tasks} == {True, False}
+    for task in tasks:
+        assert task.size_class == task_size_class(task.cpu_cores, task.ram_mb, task.gpu_count)
 
 
 @pytest.mark.postgres
@@ -163,6 +184,7 @@ def test_a_small_nodes_pick_is_the_queues_own_order(alice):
             cores=rng.choice([1, 2, 3, 4]),
             ram_mb=rng.choice([512, 1024, 2048, 3000, 4096]),
             trusted=rng.random() < 0.5,
+            gpu=i % 3 == 0,  # reads the GPU classes too
         )
         assert profile.size_classes is not None
         params = bucketed_params(profile, now)
