@@ -26,7 +26,8 @@ TASK_LEVELS = (1_000, 10_000, 100_000, 1_000_000)
 NODE_LEVELS = (100, 10_000, 100_000)
 
 
-WARM_UP = 20  # claims before the timed ones: psycopg prepares on the fifth
+WARM_UP = 20  # claims before the timed ones: psycopg prepares after five, PostgreSQL plans
+# the first five prepared executions for their values
 
 
 def time_claims(key: str, samples: int) -> list[float]:

@@ -1,18 +1,20 @@
-"""Size classes: the queue bucketed by how many cores and how much RAM a task needs.
+"""Size classes: the queue bucketed by how many cores and how much RAM a task needs, and
+whether it needs a GPU.
 
 The claim walks the queue in its order (priority, then fit, then age) and checks every hard
 gate on each task it passes. A node that fits little of the queue's head, a small CPU node
 behind a run of bigger work, walks past all of it on every claim: O(queue). Bucketing the
 queue by size bounds that walk. A task's class is its cores and its RAM each rounded up to a
-power of two, ⌈log2 cores⌉ · 32 + ⌈log2 ⌈RAM / 512 MB⌉⌉; a node can only ever fit tasks whose
-classes are at most its own in both dimensions (rounding up is monotonic), so a small node
-claims from the heads of those few buckets (`jobs.claim`) and never reads the rest.
+power of two, GPU_FLAG · [needs a GPU] + ⌈log2 cores⌉ · 32 + ⌈log2 ⌈RAM / 512 MB⌉⌉; a node can
+only ever fit tasks whose classes are at most its own in both dimensions (rounding up is
+monotonic), of the kinds it has hardware for, so a small node claims from the heads of those
+few buckets (`jobs.claim`) and never reads the rest.
 
 Two dimensions, not one, for what a node does not read: with a single class (the larger of the
 two) a 16-core, 2 GB node would read every task of up to 8 GB among its classes and pass over
 the ones above 2 GB one by one again. And tasks that need a GPU have classes of their own
-(`GPU_FLAG` added), which a node without one never reads: the queue's order puts them first
-within each priority (fit: more VRAM first), so a CPU node's classes would otherwise begin
+(`GPU_FLAG` added), which a node without one never reads: the queue's order puts those asking
+for VRAM first within each priority (fit: more VRAM first), so a CPU node's classes would begin
 with every GPU task of its size, a third of the queue in the benchmark's mix, and its claim
 walked past all of them (bench.scale: 5.3 ms p99 at 1M tasks, 2.4x its smallest). The walk
 left is inside the node's own top classes: a 3-core node shares its cores class with 4-core

@@ -107,6 +107,21 @@ def _recent_thermal(node: Node, now: datetime) -> list[str]:
     return [t for t in node.thermal_events if datetime.fromisoformat(t) >= since]
 
 
+_BEAT = (
+    "UPDATE nodes_node SET last_heartbeat_at = %s, degraded_after = %s, offline_after = %s, "
+    "load = %s, gpu_state = %s, throttled = %s WHERE id = %s AND state = %s"
+)
+# PostgreSQL, a beat that is its own transaction: committed without waiting for the WAL's flush
+# (`synchronous_commit` off for this transaction only). A beat is liveness, not a record: a
+# crash of the database can lose the last fraction of a second of them, which the next beat
+# restores, while waiting for the flush made every beat's latency hostage to the disk (the p99
+# of a 10,000-node fleet: 434 ms with the wait, 69 ms without; bench.fleet). A beat that moves
+# the node's state writes an event and commits as everything else does.
+_BEAT_LAZY_COMMIT = _BEAT.replace(
+    " WHERE id", " FROM (SELECT set_config('synchronous_commit', 'off', true)) AS lazy WHERE id"
+)
+
+
 def _beat(
     node: Node, *, status: str, load: dict[str, Any], gpus: list[dict[str, Any]], now: datetime
 ) -> bool:
@@ -122,11 +137,10 @@ def _beat(
         # The hot path: one hand-written statement, guarded by the state we read at
         # authentication.
         ops = connection.ops
+        lazy = connection.vendor == "postgresql" and not connection.in_atomic_block
         with connection.cursor() as cursor:
             cursor.execute(
-                "UPDATE nodes_node SET last_heartbeat_at = %s, degraded_after = %s, "
-                "offline_after = %s, load = %s, gpu_state = %s, throttled = %s "
-                "WHERE id = %s AND state = %s",
+                _BEAT_LAZY_COMMIT if lazy else _BEAT,
                 [db_param(now), db_param(degraded_after), db_param(offline_after),
                  ops.adapt_json_value(load, None), ops.adapt_json_value(gpus, None), throttled,
                  node.pk, node.state],

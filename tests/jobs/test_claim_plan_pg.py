@@ -65,7 +65,7 @@ def test_postgresql_keeps_the_claims_generic_plan(alice, bob):
         rows = cursor.fetchall()
     assert len(rows) == 1, rows
     generic, custom = rows[0]
-    # psycopg prepares on the fifth call; PostgreSQL plans the first five executions for their
-    # values, then compares.
+    # psycopg prepares once a statement has run prepare_threshold (5) times; PostgreSQL plans
+    # the first five executions of the prepared statement for their values, then compares.
     assert generic >= 1, rows
     assert custom <= 5, rows

@@ -157,8 +157,17 @@ def test_the_database_computes_each_tasks_class(alice):
     for cores_, ram_mb in [(1, 16), (1, 512), (1, 513), (2, 2048), (3, 3000), (64, 4_194_304)]:
         _submit(alice.pk, cores=cores_, ram_mb=ram_mb)
         _submit(alice.pk, cores=cores_, ram_mb=ram_mb, vram=8192)
+    # Two GPUs; and a GPU asked for without VRAM (it sorts among the CPU work, in GPU classes).
+    for gpus_, vram in [(2, 8192), (1, 0)]:
+        requirements = {"cpu_cores": 2, "ram_mb": 2048, "gpu_count": gpus_, "min_vram_mb": vram}
+        submit_job(alice.pk, 1, requirements=requirements)
     tasks = list(Task.objects.all())
-    assert {t.gpu_count > 0 for t in tasks} == {True, False}
+    assert {(t.gpu_count, t.min_vram_mb > 0) for t in tasks} >= {
+        (0, False),
+        (1, True),
+        (2, True),
+        (1, False),
+    }
     for task in tasks:
         assert task.size_class == task_size_class(task.cpu_cores, task.ram_mb, task.gpu_count)
 
