@@ -252,11 +252,31 @@ def cpu_seconds(pids: Iterable[int]) -> float:
     return total / tick
 
 
-def postgres_cpu_seconds(dbname: str) -> float:
-    """CPU of the PostgreSQL backends serving `dbname`, live ones only (take it before they
-    close). The shared WAL writer and checkpointer also work for the other databases on this
-    server, so they are left out: each backend flushes WAL at its own commits."""
-    return cpu_seconds(postgres_backend_pids(dbname))
+def _pid_cpu_seconds(pid: int) -> float | None:
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / tick
+
+
+def postgres_cpu_seconds(dbname: str) -> dict[int, float]:
+    """CPU seconds so far of each live PostgreSQL backend serving `dbname`: a reading to pass
+    to `postgres_cpu_since`. The shared WAL writer and checkpointer also work for the other
+    databases on this server, so they are left out: each backend flushes WAL at its own
+    commits."""
+    readings = {pid: _pid_cpu_seconds(pid) for pid in postgres_backend_pids(dbname)}
+    return {pid: cpu for pid, cpu in readings.items() if cpu is not None}
+
+
+def postgres_cpu_since(dbname: str, before: dict[int, float]) -> float:
+    """The CPU seconds the backends serving `dbname` used since the reading `before`: each live
+    backend's growth, a backend that started since counted whole. A backend that ended in
+    between is not counted at all (its last CPU cannot be read), so this errs low, never
+    below zero (subtracting two totals did, when the hub reopened connections)."""
+    now = postgres_cpu_seconds(dbname)
+    return sum(cpu - before.get(pid, 0.0) for pid, cpu in now.items())
 
 
 # --- a lean HTTP/1.1 client (keep-alive, asyncio) ---------------------------------------------

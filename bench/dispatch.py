@@ -107,7 +107,7 @@ def main() -> None:
             run(hub.port, keys, sub_key, args.jobs, args.interval, args.wait)
         )
         elapsed = time.perf_counter() - start
-        h1, p1 = common.cpu_seconds(workers), common.postgres_cpu_seconds(db)
+        h1, pg = common.cpu_seconds(workers), common.postgres_cpu_since(db, p0)
     if stalled:
         print(
             f"STALLED: a POST /api/v1/jobs/ waited more than {STALL_S:g} s (queued behind long "
@@ -146,7 +146,7 @@ def main() -> None:
         f"  {len(after_response)} of {len(submitted)} submissions claimed "
         f"({lost} not within 10 s); "
         f"{empty} long polls ended empty; run {elapsed:.0f} s; hub CPU {h1 - h0:.1f} s, "
-        f"PostgreSQL CPU {p1 - p0:.1f} s"
+        f"PostgreSQL CPU {pg:.1f} s"
     )
     if not args.keep:
         common.drop_db(db)

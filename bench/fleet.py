@@ -123,7 +123,7 @@ def ramp(args: argparse.Namespace, db: str, steps: list[int], keys: list[str]) -
             lat, errors, elapsed = common.run(
                 step(hub.port, keys[:nodes], args.interval, args.conns)
             )
-            h1, p1 = common.cpu_seconds(workers), common.postgres_cpu_seconds(db)
+            h1, pg = common.cpu_seconds(workers), common.postgres_cpu_since(db, p0)
             p50, p99 = common.pct(lat, 50), common.pct(lat, 99)
             verdict = "ok" if p99 < 100 and not errors else "over"
             rows.append(
@@ -136,7 +136,7 @@ def ramp(args: argparse.Namespace, db: str, steps: list[int], keys: list[str]) -
                     f"{max(lat):.0f}",
                     errors,
                     f"{100 * (h1 - h0) / elapsed:.0f}%",
-                    f"{100 * (p1 - p0) / elapsed:.0f}%",
+                    f"{100 * pg / elapsed:.0f}%",
                     verdict,
                 ]
             )

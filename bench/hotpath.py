@@ -202,7 +202,7 @@ def main() -> None:
                 if perf is not None:
                     perf.wait(timeout=60)
                 hub_cpu = common.cpu_seconds(workers) - hub_cpu0
-                pg_cpu = common.postgres_cpu_seconds(db) - pg_cpu0
+                pg_cpu = common.postgres_cpu_since(db, pg_cpu0)
                 round_rate[name] = rate
                 results[name].append(rate)
                 latencies[name].extend(lat)

@@ -446,9 +446,9 @@ def main() -> None:
                 elapsed = time.perf_counter() - start
                 for spy in spies:
                     spy.wait(timeout=60)
-                h1, p1 = common.cpu_seconds(workers), common.postgres_cpu_seconds(db)
+                h1, pg = common.cpu_seconds(workers), common.postgres_cpu_since(db, p0)
                 figures[mode].append(ok / elapsed)
-                cpu[mode].append((1000 * (h1 - h0) / max(ok, 1), 1000 * (p1 - p0) / max(ok, 1)))
+                cpu[mode].append((1000 * (h1 - h0) / max(ok, 1), 1000 * pg / max(ok, 1)))
                 line.append(f"{mode} {ok / elapsed:.0f}/s ({bad} refused)")
             # The ceiling runs while the hub is up but idle, on the same database.
             done, elapsed = raw_ceiling(common.db_url(db), raw_nodes, args.seconds)
