@@ -1,0 +1,33 @@
+"""Cancelling a large job: its queued tasks end in a few statements, each with its event."""
+
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from jobs.cancellation import job_cancel
+from jobs.models import Task
+from ledger.models import Event
+from ledger.verify import verify_ledger
+from tests.jobs.conftest import CREDITS, fund, submit_job
+
+
+def test_a_large_cancel_is_a_few_statements_and_an_event_per_task(alice):
+    fund(alice, 10_000_000 * CREDITS)
+    job = submit_job(alice.pk, 1200)
+    versions = dict(Task.objects.filter(job=job).values_list("id", "version"))
+    with CaptureQueriesContext(connection) as statements:
+        result = job_cancel(job=job, actor=f"user:{alice.pk}")
+    assert result.queued_cancelled == 1200 and result.job_state == "cancelled"
+    # Two statements per task (2,400 here) held every task's lock for seconds on a large job;
+    # now it is batches: an UPDATE per thousand tasks, the events as one COPY (PostgreSQL) or
+    # as INSERTs of as many rows as SQLite binds.
+    assert len(statements.captured_queries) <= 60, len(statements.captured_queries)
+    tasks = Task.objects.filter(job=job)
+    assert {t.state for t in tasks} == {"cancelled"}
+    assert all(t.version == versions[t.pk] + 1 for t in tasks)
+    events = Event.objects.filter(type="TaskCancelled")
+    assert sorted((e.stream, e.version) for e in events) == sorted(
+        (f"task:{pk}", version + 1) for pk, version in versions.items()
+    )
+    assert {e.payload["job_id"] for e in events} == {job.pk}
+    report = verify_ledger(check_chain=False)
+    assert report.ok, report
