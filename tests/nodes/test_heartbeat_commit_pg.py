@@ -20,27 +20,51 @@ def _setting() -> str:
         return cursor.fetchone()[0]
 
 
+def _sql(statement: str) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(statement)
+
+
 def test_a_plain_beat_commits_lazily_and_only_itself(bobs_node):
     node, _ = bobs_node
     _beat(node)  # offline → online: a transition, with its event
     before = Node.objects.get(pk=node.pk).last_heartbeat_at
+    _sql("SET synchronous_commit = on")  # whatever the server's default: the beat's differs
     statements: list[str] = []
 
     def capture(execute, sql, params, many, context):
         statements.append(sql)
         return execute(sql, params, many, context)
 
-    with connection.execute_wrapper(capture):
-        _beat(node)
+    try:
+        with connection.execute_wrapper(capture):
+            _beat(node)
+        setting = _setting()
+    finally:
+        _sql("RESET synchronous_commit")
     assert len(statements) == 1
     assert "set_config('synchronous_commit', 'off', true)" in statements[0]
     assert Node.objects.get(pk=node.pk).last_heartbeat_at > before
-    assert _setting() == "on"  # local to the beat's transaction: the session keeps its own
+    assert setting == "on"  # local to the beat's transaction: the session keeps its own
 
 
 def test_a_beat_inside_a_transaction_leaves_its_commit_alone(bobs_node):
     node, _ = bobs_node
     _beat(node)
     with transaction.atomic():
+        _sql("SET LOCAL synchronous_commit = on")
         _beat(node)
         assert _setting() == "on"
+
+
+def test_a_beat_with_autocommit_off_leaves_its_commit_alone(bobs_node):
+    node, _ = bobs_node
+    _beat(node)
+    connection.set_autocommit(False)  # the caller's transaction, outside any atomic block
+    try:
+        _sql("SET LOCAL synchronous_commit = on")
+        _beat(node)
+        assert _setting() == "on"
+        connection.commit()
+    finally:
+        connection.set_autocommit(True)
