@@ -518,7 +518,7 @@ def job_count_finished(
 # PostgreSQL: the count and, for the job's last task, the finish as one statement. `cur` locks
 # the row (after any wait it reads the committed counts: READ COMMITTED re-reads a locked row),
 # so of concurrent last reports exactly one sees every task done while the job is still queued
-# or running; the state it ends in is `job_finish`'s rule. JobFinished is appended by a
+# or running; the state it ends in is `job_final_state`'s rule. JobFinished is appended by a
 # statement of its own: one taken after this one's lock wait sees every event committed
 # before it (a cancel's JobCancelRequested), where this statement's snapshot would not.
 _COUNT_AND_FINISH = """
@@ -560,6 +560,17 @@ def _count_and_finish(
     return final
 
 
+def job_final_state(*, failed: int, cancelled: int) -> str:
+    """The state a job ends in once every task has: cancelled if any task was, else failed if
+    any task failed, else succeeded. `_COUNT_AND_FINISH` writes the same rule in SQL
+    (tests/jobs/test_job_finish_pg.py holds the two together)."""
+    if cancelled:
+        return JobState.CANCELLED
+    if failed:
+        return JobState.FAILED
+    return JobState.SUCCEEDED
+
+
 def job_finish(
     *,
     job_id: int,
@@ -569,12 +580,7 @@ def job_finish(
     now: datetime,
     submitter_id: int | None = None,
 ) -> str | None:
-    if cancelled:
-        final = JobState.CANCELLED
-    elif failed:
-        final = JobState.FAILED
-    else:
-        final = JobState.SUCCEEDED
+    final = job_final_state(failed=failed, cancelled=cancelled)
     with connection.cursor() as cursor:
         cursor.execute(
             "UPDATE jobs_job SET state = %s, finished_at = %s WHERE id = %s AND state IN (%s, %s)",
