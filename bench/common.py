@@ -506,6 +506,7 @@ def seed_nodes(
     """COPY `count` nodes (≤ 1000 per operator, as registration allows); (ids, agent keys)."""
     from datetime import timedelta
 
+    from django.db import connection
     from django.utils import timezone
 
     from nodes.models import Node
@@ -530,7 +531,6 @@ def seed_nodes(
                 "created_at": now,
                 "reliability_at": now,
                 "event_version": 1,
-                "agent_key_hash": hash_key(key),
                 "agent_key_prefix": display_prefix(key),
                 "last_heartbeat_at": now,
                 "degraded_after": due,
@@ -539,6 +539,10 @@ def seed_nodes(
             }
 
     first = model_copy(Node, rows(), reserve=count)
+    keys_copy = "COPY nodes_agentkey (node_id, key_hash) FROM STDIN"
+    with connection.cursor() as cursor, cursor.cursor.copy(keys_copy) as copy:
+        for i, key in enumerate(keys):
+            copy.write_row((first + i, hash_key(key)))
     return list(range(first, first + count)), keys
 
 

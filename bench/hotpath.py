@@ -98,8 +98,9 @@ def breakdown(key: str, n: int = 500) -> None:
     def raw() -> None:
         with connection.cursor() as cursor:
             cursor.execute(
-                f"SELECT {columns} FROM nodes_node n JOIN auth_user u ON u.id = n.operator_id "  # noqa: S608
-                "WHERE n.agent_key_hash = %s AND n.key_revoked_at IS NULL AND u.is_active",
+                f"SELECT {columns} FROM nodes_agentkey k JOIN nodes_node n ON n.id = k.node_id "  # noqa: S608
+                "JOIN auth_user u ON u.id = n.operator_id "
+                "WHERE k.key_hash = %s AND n.key_revoked_at IS NULL AND u.is_active",
                 [hashed],
             )
             cursor.fetchone()
@@ -108,7 +109,7 @@ def breakdown(key: str, n: int = 500) -> None:
         "resolve_agent_key as it stands": lambda: resolve_agent_key(key),
         "same filter, .only(the columns the hot path reads)": lambda: (
             Node.objects.filter(
-                agent_key_hash=hashed, key_revoked_at__isnull=True, operator__is_active=True
+                agent_key__key_hash=hashed, key_revoked_at__isnull=True, operator__is_active=True
             )
             .only(*needed)
             .first()

@@ -1,4 +1,5 @@
-"""Agent keys (cpa_…): one indexed lookup that yields the node's operator and the node.
+"""Agent keys (cpa_…): one indexed lookup (the key's hash, then the node by id) that yields the
+node's operator and the node.
 
 Registered with people.auth from NodesConfig.ready. request.auth is the Node: it has no `role`,
 so the role permissions give it none, and an agent key can reach only the agent endpoints,
@@ -33,7 +34,7 @@ def _statement() -> tuple[str, list[Any], int, list[str], list]:
         return found
     with _prepared_lock:
         query = Node.objects.filter(
-            agent_key_hash=_PLACEHOLDER, key_revoked_at__isnull=True, operator__is_active=True
+            agent_key__key_hash=_PLACEHOLDER, key_revoked_at__isnull=True, operator__is_active=True
         )[:1].query
         # No join of the operator's columns (it is loaded only if something reads
         # request.user) and no ORDER BY (the hash is unique).

@@ -10,7 +10,7 @@ from django.utils import timezone
 from nodes.capabilities import NormalisedCapabilities, normalise
 from nodes.errors import NodeLimitReached, NodeRetired, NodeStateConflict
 from nodes.hooks import notify_offline
-from nodes.models import DriverBlock, Node, NodeState
+from nodes.models import AgentKey, DriverBlock, Node, NodeState
 from nodes.services.cas import append_node_events, cas_update
 from nodes.services.quarantine import Rule, blocked_driver, driver_reason, node_quarantine
 from nodes.tiers import TierTable
@@ -77,11 +77,11 @@ def node_register(
             name=name,
             region=region,
             price_floor=price_floor,
-            agent_key_hash=hash_key(plaintext),
             agent_key_prefix=display_prefix(plaintext),
             event_version=1,
             **caps.fields(),
         )
+        AgentKey.objects.create(node=node, key_hash=hash_key(plaintext))
         append_node_events(
             node_id=node.pk,
             version=1,

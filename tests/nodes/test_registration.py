@@ -28,7 +28,7 @@ def test_it_registers_a_node_and_shows_its_agent_key_once(api, bob, settings):
     assert body["hub_public_key"] == hub_public_key_b64()
     assert body["heartbeat_interval_s"] == settings.NODE_HEARTBEAT_INTERVAL_S
     # Stored hashed: the plaintext is nowhere in the row.
-    assert node.agent_key_hash == hash_key(body["agent_key"])
+    assert node.agent_key.key_hash == hash_key(body["agent_key"])
     row = Node.objects.filter(pk=node.pk).values().get()
     assert not any(body["agent_key"] in str(value) for value in row.values())
     assert node_events(node)[0][0] == "NodeRegistered"
