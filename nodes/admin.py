@@ -2,7 +2,8 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from nodes.models import DriverBlock, GpuTier, Node
+from ledger.admin import ReadOnlyAdmin
+from nodes.models import AgentKey, DriverBlock, GpuTier, Node
 from nodes.services import (
     Rule,
     driver_blocks_enforce,
@@ -70,6 +71,25 @@ class NodeAdmin(admin.ModelAdmin):
     def retire(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
         done = sum(node_retire(node=node, actor=_actor(request)) for node in queryset)
         messages.success(request, f"Retired {done} node(s).")
+
+
+@admin.register(AgentKey)
+class AgentKeyAdmin(ReadOnlyAdmin):
+    """Read-only: a key is issued at registration (its plaintext shown once to the agent) and
+    revoked by retiring its node."""
+
+    list_display = ("node", "key_prefix", "revoked_at")
+    search_fields = ("node__name", "node__agent_key_prefix", "node__operator__username")
+    list_select_related = ("node",)
+    readonly_fields = ("node", "key_hash")
+
+    @admin.display(description="prefix")
+    def key_prefix(self, obj: AgentKey) -> str:
+        return obj.node.agent_key_prefix
+
+    @admin.display(description="revoked at")
+    def revoked_at(self, obj: AgentKey) -> object:
+        return obj.node.key_revoked_at
 
 
 @admin.register(GpuTier)

@@ -1,5 +1,6 @@
 import pytest
 from django.test import override_settings
+from django.urls import reverse
 
 from nodes import hooks
 from nodes.auth import resolve_agent_key
@@ -223,3 +224,13 @@ def test_it_keeps_operator_keys_out_of_the_agent_api(api, bob, bobs_node):
     client = api(bob, "operator")
     assert client.get("/api/v1/agent/me").status_code == 403
     assert beat(client).status_code == 403
+
+
+def test_the_admin_lists_a_nodes_key_by_prefix_not_by_plaintext(client, dave, bob):
+    from nodes.models import AgentKey
+
+    node, key = register_node(bob)
+    client.force_login(dave)
+    page = client.get(reverse("admin:nodes_agentkey_changelist")).content.decode()
+    assert node.agent_key_prefix in page and key not in page
+    assert AgentKey.objects.get(node=node).key_hash == hash_key(key)
