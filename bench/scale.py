@@ -117,7 +117,9 @@ def main() -> None:
                 plans = {kind: explain(key) for kind, key in claimants}
         # Back to the claimants alone for the next queue size.
         with connection.cursor() as cursor:
-            cursor.execute("DELETE FROM nodes_node WHERE name LIKE 'bench-f%%'")
+            fleet = "SELECT id FROM nodes_node WHERE name LIKE 'bench-f%%'"
+            cursor.execute(f"DELETE FROM nodes_agentkey WHERE node_id IN ({fleet})")  # noqa: S608
+            cursor.execute(f"DELETE FROM nodes_node WHERE id IN ({fleet})")  # noqa: S608
         common.close_django_connections()
     print()
     common.table(

@@ -82,6 +82,7 @@ class AgentKeyAdmin(ReadOnlyAdmin):
     search_fields = ("node__name", "node__agent_key_prefix", "node__operator__username")
     list_select_related = ("node",)
     readonly_fields = ("node", "key_hash")
+    show_full_result_count = False
 
     @admin.display(description="prefix")
     def key_prefix(self, obj: AgentKey) -> str:

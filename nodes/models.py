@@ -48,10 +48,7 @@ class Node(models.Model):
     # is max(the market's spot price for its region and tier, this floor).
     price_floor = models.PositiveIntegerField(default=0)
 
-    # The agent key: sha256 of a 256-bit random key (people.keys), so one indexed lookup. Unique
-    # by a constraint rather than unique=True, which on PostgreSQL adds a second (LIKE) index
-    # that every heartbeat would have to update.
-    # The key's hash is in AgentKey: see there why.
+    # The agent key's display prefix and its revocation; its hash is in AgentKey (see there why).
     agent_key_prefix = models.CharField(max_length=16)
     key_revoked_at = models.DateTimeField(null=True, blank=True)
 
@@ -175,6 +172,8 @@ class AgentKey(models.Model):
     node = models.OneToOneField(
         Node, on_delete=models.CASCADE, primary_key=True, related_name="agent_key"
     )
+    # sha256 of a 256-bit random key (people.keys). Unique by a constraint rather than
+    # unique=True, which on PostgreSQL adds a second (LIKE) index.
     key_hash = models.CharField(max_length=64)
 
     class Meta:

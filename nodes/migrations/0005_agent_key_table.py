@@ -28,6 +28,12 @@ class Migration(migrations.Migration):
             model_name='node',
             name='node_agent_key',
         ),
+        # Nullable while it goes: reversed, the column comes back empty and is filled below.
+        migrations.AlterField(
+            model_name='node',
+            name='agent_key_hash',
+            field=models.CharField(max_length=64, null=True),
+        ),
         migrations.RunSQL(
             sql="INSERT INTO nodes_agentkey (node_id, key_hash) SELECT id, agent_key_hash FROM nodes_node",
             reverse_sql=(
