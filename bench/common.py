@@ -241,24 +241,28 @@ class Hub:
         self.stop()
 
 
-def cpu_seconds(pids: Iterable[int]) -> float:
-    """User + system CPU seconds used so far by these processes."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
-    return total / tick
-
-
 def _pid_cpu_seconds(pid: int) -> float | None:
-    tick = os.sysconf("SC_CLK_TCK")
+    """User + system CPU seconds used so far by one process, or None once it has ended."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) / tick
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pids: Iterable[int]) -> float:
+    """User + system CPU seconds used so far by these processes (those still running)."""
+    return sum(cpu for pid in pids if (cpu := _pid_cpu_seconds(pid)) is not None)
+
+
+def postgres_backend_pids(dbname: str) -> list[int]:
+    """The live PostgreSQL backends serving `dbname` (this query's own left out)."""
+    with psycopg.connect(db_url(dbname), autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            [dbname],
+        ).fetchall()
+    return [pid for (pid,) in rows]
 
 
 def postgres_cpu_seconds(dbname: str) -> dict[int, float]:
@@ -697,16 +701,6 @@ HEARTBEAT_BODY = {
     ],
     "leases": [],
 }  # fmt: skip
-
-
-def postgres_backend_pids(dbname: str) -> list[int]:
-    """The live PostgreSQL backends serving `dbname` (this query's own left out)."""
-    with psycopg.connect(db_url(dbname), autocommit=True) as conn:
-        rows = conn.execute(
-            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
-            [dbname],
-        ).fetchall()
-    return [pid for (pid,) in rows]
 
 
 def perf_start(pids: list[int], seconds: int, out: Path) -> subprocess.Popen | None:

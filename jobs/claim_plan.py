@@ -14,6 +14,7 @@ from django.utils import timezone
 from psycopg import ClientCursor
 from psycopg._queries import PostgresQuery
 from psycopg.adapt import Transformer
+from psycopg.pq import TransactionStatus
 
 from jobs.claim import claim_statement
 from jobs.node_profile import NodeProfile
@@ -50,5 +51,5 @@ def claim_generic_plan(profile: NodeProfile, *, analyze: bool = False) -> str:
         cursor.execute(f"EXPLAIN {options}EXECUTE {_PROBE}({holes})", [params[n] for n in names])
         return "\n".join(row[0] for row in cursor.fetchall())
     finally:
-        if raw.info.transaction_status != raw.info.transaction_status.INERROR:
+        if raw.info.transaction_status != TransactionStatus.INERROR:
             raw.execute(f"DEALLOCATE {_PROBE}")

@@ -1,6 +1,7 @@
 """What the claim needs to know about a node, read from its row once per claim."""
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from django.conf import settings
 from django.utils import timezone
@@ -31,7 +32,7 @@ class NodeProfile:
     trusted: bool  # reliability high enough for high-priority work and last attempts
     fit: float  # tier multiplier: better nodes are woken first when work arrives
 
-    @property
+    @cached_property  # read by every claim's statement, its parameters and its retries
     def size_classes(self) -> list[int] | None:
         """The queue's size classes this node claims through, or None: the queue's index."""
         return node_size_classes(self.cpu_cores, self.ram_mb, self.gpu_count)
