@@ -380,8 +380,16 @@ def attempt_fail(
     fenced = _read(attempt_id, token, node_id)
     now = timezone.now()
     runtime = _runtime_ms(fenced, now)
-    cancelled = Attempt.objects.filter(pk=attempt_id, cancel_requested=True).exists()
     with transaction.atomic():
+        # Read under the attempt's lock: a cancel flags the attempt in its own transaction,
+        # and a flag committed between an unlocked read and this write would see the task of
+        # a cancelled job requeued. The cancel that waits on this lock finds the attempt
+        # ended and the task queued, and cancels it then (jobs.cancellation).
+        cancelled = (
+            Attempt.objects.select_for_update()
+            .values_list("cancel_requested", flat=True)
+            .get(pk=attempt_id)
+        )
         _cas_set(
             fenced,
             token,

@@ -68,7 +68,7 @@ register(
         "attempt_id": INT,
         "node_id": INT,
         "reason": STR,
-        "outcome": {"enum": ["requeued", "failed"]},
+        "outcome": {"enum": ["requeued", "failed", "cancelled"]},
     },
 )
 register(

@@ -128,7 +128,13 @@ def _late() -> timedelta:
 def _lose(attempt_ids: list[int], *, reason: str, now: datetime) -> list[tuple[int, datetime]]:
     """Mark the (locked) attempts lost and settle each at zero. Returns each lost attempt's
     node and lease end, for the caller to blame once the transaction has committed
-    (`_blame`)."""
+    (`_blame`).
+
+    A lost attempt whose job's cancellation was requested ends its task as cancelled: requeued,
+    the task of a cancelled job would run again on another node and be charged. The attempts
+    are locked by the caller, so the flag read here is the last one committed, and a cancel
+    that flags them afterwards finds them lost and ends the task in its own pass
+    (jobs.cancellation)."""
     if not attempt_ids:
         return []
     Attempt.objects.filter(pk__in=attempt_ids).update(state=AttemptState.LOST, finished_at=now)
@@ -149,13 +155,15 @@ def _lose(attempt_ids: list[int], *, reason: str, now: datetime) -> list[tuple[i
             "current_attempt__node_id",
             "current_attempt__lease_expires_at",
             "job__submitter_id",
+            "current_attempt__cancel_requested",
         )
     )
     # Every job's hold before the first settlement, then the accounts of the submitters whose
-    # jobs a spent task may end (released to); then job rows in job order (rows sorted).
+    # jobs a spent or cancelled task may end (released to); then job rows in job order (rows
+    # sorted).
     billing.holds_lock(
         {row[1] for row in rows},
-        releasing_to={row[9] for row in rows if row[3] >= row[4]},
+        releasing_to={row[9] for row in rows if row[3] >= row[4] or row[10]},
     )
     requeued = False
     blamed: list[tuple[int, datetime]] = []
@@ -163,9 +171,12 @@ def _lose(attempt_ids: list[int], *, reason: str, now: datetime) -> list[tuple[i
         task_id, job_id, index, attempts, max_attempts, version, attempt_id, node_id, expires = row[
             :9
         ]
-        spent = attempts >= max_attempts
+        cancelled, spent = row[10], attempts >= max_attempts
+        outcome = "cancelled" if cancelled else "failed" if spent else "requeued"
         changes = {"current_attempt": None, "version": F("version") + 1}
-        if spent:
+        if cancelled:
+            changes.update(state=TaskState.CANCELLED, finished_at=now)
+        elif spent:
             changes.update(state=TaskState.FAILED, finished_at=now)
         else:
             changes.update(
@@ -186,15 +197,15 @@ def _lose(attempt_ids: list[int], *, reason: str, now: datetime) -> list[tuple[i
                 "attempt_id": attempt_id,
                 "node_id": node_id,
                 "reason": reason,
-                "outcome": "failed" if spent else "requeued",
+                "outcome": outcome,
             },
         )
         billing.settle(attempt_id=attempt_id, runtime_ms=0, charge=False)
         blamed.append((node_id, expires))
-        if spent:
-            job_count_finished(job_id, "tasks_failed", now)
-        else:
+        if outcome == "requeued":
             requeued = True
+        else:
+            job_count_finished(job_id, f"tasks_{outcome}", now)
     if requeued:
         transaction.on_commit(notify_work)
     return blamed

@@ -1,9 +1,13 @@
 """Builders for job tests: funded submitters, online nodes, job bodies, agent calls."""
 
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from django.db import connection, transaction
 
 from tests.conftest import client_with_key
 from tests.nodes.conftest import beat, capabilities, gpu, register_node  # noqa: F401
@@ -110,3 +114,40 @@ def wait_until_another_waits_on_a_lock(cursor, what: str, timeout: float = 15) -
             return
         assert time.monotonic() < deadline, f"{what} never waited on a lock"
         time.sleep(0.05)
+
+
+@contextmanager
+def held_open(
+    work: Callable[[Any], None], waiter: str, then: Callable[[Any], None] | None = None
+) -> Iterator[None]:
+    """PostgreSQL: run `work(cursor)` in a transaction on another connection (a thread), enter
+    the block once it has run, and keep that transaction open until a connection waits on one
+    of its locks (what the block does, named `waiter`); then `then(cursor)`, if given, and
+    commit. On leaving the block, fails unless that transaction committed."""
+    holding = threading.Event()
+    outcome: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("SET LOCAL lock_timeout = '20s'")
+                work(cursor)
+                holding.set()
+                wait_until_another_waits_on_a_lock(cursor, waiter)
+                if then is not None:
+                    then(cursor)
+            outcome["other"] = "committed"
+        except BaseException as exc:  # reported below
+            outcome["other"] = exc
+        finally:
+            holding.set()  # a failure too, reported at once rather than after the wait
+            connection.close()
+
+    other = threading.Thread(target=run)
+    other.start()
+    try:
+        assert holding.wait(15) and "other" not in outcome, outcome
+        yield
+    finally:
+        other.join(30)
+    assert outcome.get("other") == "committed", outcome

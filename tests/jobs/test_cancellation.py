@@ -1,13 +1,18 @@
-"""Cancelling a large job: its queued tasks end in a few statements, each with its event."""
+"""Cancelling a job: its queued tasks end in a few statements, each with its event, and a
+task whose lease is lost after the cancel ends cancelled instead of running again."""
+
+from datetime import timedelta
 
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from jobs.cancellation import job_cancel
-from jobs.models import Task
+from jobs.leases import leases_reap
+from jobs.models import Job, Task
 from ledger.models import Event
 from ledger.verify import verify_ledger
-from tests.jobs.conftest import CREDITS, fund, submit_job
+from tests.jobs.conftest import CREDITS, claim, fail, fund, job_body, online_node, submit_job
 
 
 def test_a_large_cancel_is_a_few_statements_and_an_event_per_task(alice):
@@ -31,3 +36,28 @@ def test_a_large_cancel_is_a_few_statements_and_an_event_per_task(alice):
     assert {e.payload["job_id"] for e in events} == {job.pk}
     report = verify_ledger(check_chain=False)
     assert report.ok, report
+
+
+def test_a_lease_lost_after_the_cancel_ends_the_task_cancelled(submitter, bob):
+    job_id = submitter.post("/api/v1/jobs/", job_body(slices=2), format="json").json()["id"]
+    _, agent = online_node(bob)
+    claim(agent).json()
+    assert submitter.post(f"/api/v1/jobs/{job_id}/cancel").status_code == 200
+    leases_reap(now=timezone.now() + timedelta(hours=1))
+    assert sorted(Task.objects.values_list("state", flat=True)) == ["cancelled", "cancelled"]
+    assert Job.objects.get(pk=job_id).state == "cancelled"
+    lost = Event.objects.get(type="AttemptLost")
+    assert lost.payload["outcome"] == "cancelled"
+    report = verify_ledger(check_chain=False)
+    assert report.ok, report.problems
+
+
+def test_an_infrastructure_failure_after_the_cancel_is_not_retried(submitter, bob):
+    job_id = submitter.post("/api/v1/jobs/", job_body(slices=1), format="json").json()["id"]
+    _, agent = online_node(bob)
+    lease = claim(agent).json()
+    assert submitter.post(f"/api/v1/jobs/{job_id}/cancel").status_code == 200
+    assert fail(agent, lease, "infra").json()["status"] == "cancelled"
+    assert Job.objects.get(pk=job_id).state == "cancelled"
+    report = verify_ledger(check_chain=False)
+    assert report.ok, report.problems

@@ -6,10 +6,7 @@ it goes on, it must count the cancelled task, end the job cancelled and append J
 after the cancel's event, every lock wait notwithstanding.
 """
 
-import threading
-
 import pytest
-from django.db import connection, transaction
 
 from jobs.attempts import attempt_complete
 from jobs.cancellation import job_cancel
@@ -22,9 +19,9 @@ from nodes.models import Node
 from tests.jobs.conftest import (
     CREDITS,
     fund,
+    held_open,
     online_node,
     submit_job,
-    wait_until_another_waits_on_a_lock,
 )
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -35,30 +32,16 @@ def test_the_last_completion_waits_for_a_cancel_and_finishes_the_job_after_it(al
     job = submit_job(alice.pk, 2)
     node, _ = online_node(bob)
     lease = task_claim(profile=profile_for(Node.objects.get(pk=node.pk)))
-    cancelled = threading.Event()
-    outcome: dict[str, object] = {}
 
-    def cancel() -> None:
-        try:
-            with transaction.atomic():
-                job_cancel(job=Job.objects.get(pk=job.pk), actor="user:alice")
-                cancelled.set()
-                # Hold the cancel's locks until the completion waits behind them.
-                with connection.cursor() as cursor:
-                    wait_until_another_waits_on_a_lock(cursor, "the completion")
-            outcome["cancel"] = "committed"
-        except BaseException as exc:  # reported below
-            outcome["cancel"] = exc
-        finally:
-            connection.close()
+    def cancel(cursor) -> None:
+        job_cancel(job=Job.objects.get(pk=job.pk), actor="user:alice")
 
-    other = threading.Thread(target=cancel)
-    other.start()
-    assert cancelled.wait(15)
-    token = lease.lease_token
-    done = attempt_complete(attempt_id=lease.attempt_id, token=token, node_id=node.pk, exit_code=0)
-    other.join(30)
-    assert outcome.get("cancel") == "committed", outcome
+    # The cancel's locks are held until the completion waits behind them.
+    with held_open(cancel, "the completion"):
+        token = lease.lease_token
+        done = attempt_complete(
+            attempt_id=lease.attempt_id, token=token, node_id=node.pk, exit_code=0
+        )
     assert done.job_state == "cancelled"
     job.refresh_from_db()
     assert (job.state, job.tasks_succeeded, job.tasks_cancelled) == ("cancelled", 1, 1)

@@ -6,11 +6,9 @@ holds one job at a time could hold that account (released by a job it had just f
 waiting for the completing job's hold: a deadlock, which PostgreSQL breaks by failing one side.
 """
 
-import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection, transaction
 from django.utils import timezone
 
 from jobs.claim import task_claim
@@ -24,9 +22,9 @@ from nodes.models import Node
 from tests.jobs.conftest import (
     CREDITS,
     fund,
+    held_open,
     online_node,
     submit_job,
-    wait_until_another_waits_on_a_lock,
 )
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -36,33 +34,15 @@ def reap_beside_a_completion(hold_code: str, then_sql: str, then_params: list) -
     """`leases_reap()` while another connection does what a completion does, in its order:
     lock a job's hold, wait until the reaper waits behind it, then `then_sql`. Returns what the
     reaper reaped, once the completion has committed (a deadlock fails one side)."""
-    holding = threading.Event()
-    outcome: dict[str, object] = {}
 
-    def completion() -> None:
-        try:
-            with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute("SET LOCAL lock_timeout = '20s'")
-                cursor.execute(
-                    "SELECT id FROM ledger_account WHERE code = %s FOR UPDATE", [hold_code]
-                )
-                holding.set()
-                wait_until_another_waits_on_a_lock(cursor, "the reaper")  # behind our hold
-                cursor.execute(then_sql, then_params)
-            outcome["completion"] = "committed"
-        except BaseException as exc:  # reported below
-            outcome["completion"] = exc
-        finally:
-            connection.close()
+    def lock_hold(cursor) -> None:
+        cursor.execute("SELECT id FROM ledger_account WHERE code = %s FOR UPDATE", [hold_code])
 
-    other = threading.Thread(target=completion)
-    other.start()
-    assert holding.wait(15)
-    try:
+    # The reaper waits behind the hold; then the completion goes on, in its order.
+    with held_open(
+        lock_hold, "the reaper", then=lambda cursor: cursor.execute(then_sql, then_params)
+    ):
         reaped = leases_reap()
-    finally:
-        other.join(30)
-    assert outcome.get("completion") == "committed", outcome
     return reaped
 
 

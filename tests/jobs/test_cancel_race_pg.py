@@ -1,0 +1,80 @@
+"""A cancel beside a requeue, on PostgreSQL: the task of a cancelled job never runs again.
+
+A reaper holds the lost attempt's row while it requeues the task; the cancel's flag waits on
+that row, then finds the attempt lost and the task queued again after its own first pass over
+the queued tasks: unless the cancel looks again, that task would run for a cancelled job. The
+other way round, an infrastructure failure reported while the cancel is open must wait for
+the cancel's flag instead of reading the attempt as it was, and end the task cancelled.
+"""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from jobs import leases
+from jobs.attempts import attempt_fail
+from jobs.cancellation import job_cancel
+from jobs.claim import task_claim
+from jobs.models import Attempt, Job, Task
+from jobs.node_profile import profile_for
+from ledger.verify import verify_ledger
+from nodes.models import Node
+from tests.jobs.conftest import (
+    CREDITS,
+    fund,
+    held_open,
+    online_node,
+    submit_job,
+)
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+def test_a_task_requeued_while_the_cancel_runs_is_cancelled_too(alice, bob):
+    fund(alice, 1_000 * CREDITS)
+    job = submit_job(alice.pk, 2)
+    node, _ = online_node(bob)
+    lease = task_claim(profile=profile_for(Node.objects.get(pk=node.pk)))
+    assert lease is not None
+
+    def reap(cursor) -> None:
+        # What leases_reap does for this one attempt, held open until the cancel waits on it.
+        lost = list(Attempt.objects.select_for_update().values_list("id", flat=True))
+        leases._lose(lost, reason="lease_expired", now=timezone.now())
+
+    with held_open(reap, "the cancel"):
+        result = job_cancel(job=Job.objects.get(pk=job.pk), actor=f"user:{alice.pk}")
+    assert result.queued_cancelled == 2 and result.job_state == "cancelled"
+    assert sorted(Task.objects.values_list("state", flat=True)) == ["cancelled", "cancelled"]
+    assert Attempt.objects.get().state == "lost"
+    # Nothing is left for a claim, even once the requeue's backoff has passed.
+    Task.objects.update(available_at=timezone.now() - timedelta(hours=1))
+    assert task_claim(profile=profile_for(Node.objects.get(pk=node.pk))) is None
+    report = verify_ledger(check_chain=False)
+    assert report.ok, report.problems
+
+
+def test_an_infrastructure_failure_beside_the_cancel_is_not_retried(alice, bob):
+    fund(alice, 1_000 * CREDITS)
+    job = submit_job(alice.pk, 1)
+    node, _ = online_node(bob)
+    lease = task_claim(profile=profile_for(Node.objects.get(pk=node.pk)))
+    assert lease is not None
+
+    def cancel(cursor) -> None:
+        job_cancel(job=Job.objects.get(pk=job.pk), actor=f"user:{alice.pk}")
+
+    # The failure is reported while the cancel, which has flagged the attempt, is still open:
+    # it must wait for the flag, not read the attempt as it was before the cancel.
+    with held_open(cancel, "the failure"):
+        outcome = attempt_fail(
+            attempt_id=lease.attempt_id,
+            token=lease.lease_token,
+            node_id=node.pk,
+            failure_class="infra",
+        )
+    assert outcome.task_state == "cancelled" and outcome.job_state == "cancelled"
+    assert Task.objects.get().state == "cancelled"
+    report = verify_ledger(check_chain=False)
+    assert report.ok, report.problems
