@@ -523,11 +523,14 @@ def seed_nodes(
     keys = [agent_key(i, salt) for i in range(count)]
     spec = NODE_KINDS[kind]
 
+    def owner(i: int) -> int:
+        return operator_ids[(i // 1000) % len(operator_ids)]
+
     def rows() -> Iterator[dict[str, Any]]:
         for i, key in enumerate(keys):
             yield {
                 **spec,
-                "operator_id": operator_ids[(i // 1000) % len(operator_ids)],
+                "operator_id": owner(i),
                 "name": f"bench-{salt}{i}",
                 "region": region,
                 "state": state,
@@ -547,6 +550,10 @@ def seed_nodes(
     with connection.cursor() as cursor, cursor.cursor.copy(keys_copy) as copy:
         for i, key in enumerate(keys):
             copy.write_row((first + i, hash_key(key)))
+    owners_copy = "COPY nodes_ownership (node_id, operator_id) FROM STDIN"
+    with connection.cursor() as cursor, cursor.cursor.copy(owners_copy) as copy:
+        for i in range(count):
+            copy.write_row((first + i, owner(i)))
     return list(range(first, first + count)), keys
 
 

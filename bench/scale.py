@@ -118,7 +118,8 @@ def main() -> None:
         # Back to the claimants alone for the next queue size.
         with connection.cursor() as cursor:
             fleet = "SELECT id FROM nodes_node WHERE name LIKE 'bench-f%%'"
-            cursor.execute(f"DELETE FROM nodes_agentkey WHERE node_id IN ({fleet})")  # noqa: S608
+            for table in ("nodes_agentkey", "nodes_ownership"):
+                cursor.execute(f"DELETE FROM {table} WHERE node_id IN ({fleet})")  # noqa: S608
             cursor.execute(f"DELETE FROM nodes_node WHERE id IN ({fleet})")  # noqa: S608
         common.close_django_connections()
     print()

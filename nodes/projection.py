@@ -3,7 +3,7 @@
 from dataclasses import astuple, dataclass
 
 from ledger.models import Event
-from nodes.models import Node
+from nodes.models import Node, Ownership
 
 
 @dataclass
@@ -79,4 +79,14 @@ class NodesProjection:
                     for label, have, want in zip(FIELDS, row, astuple(replayed), strict=True)
                     if have != want
                 )
+        # The operator's list reads the node's operator from Ownership: the same operator.
+        owners = dict(
+            Ownership.objects.values_list("node_id", "operator_id").iterator(chunk_size=5000)
+        )
+        problems.extend(
+            f"nodes: node {node_id} belongs to operator {row[0]}, its ownership row says "
+            f"{owners.get(node_id)}"
+            for node_id, row in sorted(live.items())
+            if owners.get(node_id) != row[0]
+        )
         return problems

@@ -10,7 +10,8 @@ from nodes.models import Node
 
 
 def node_list(*, operator: Any) -> QuerySet[Node]:
-    return Node.objects.filter(operator=operator)
+    # Through Ownership's index: nodes_node has none by operator (nodes.models.Ownership).
+    return Node.objects.filter(ownership__operator=operator)
 
 
 def node_get(*, operator: Any, node_id: int) -> Node:

@@ -10,7 +10,7 @@ from django.utils import timezone
 from nodes.capabilities import NormalisedCapabilities, normalise
 from nodes.errors import NodeLimitReached, NodeRetired, NodeStateConflict
 from nodes.hooks import notify_offline
-from nodes.models import AgentKey, DriverBlock, Node, NodeState
+from nodes.models import AgentKey, DriverBlock, Node, NodeState, Ownership
 from nodes.services.cas import append_node_events, cas_update
 from nodes.services.quarantine import Rule, blocked_driver, driver_reason, node_quarantine
 from nodes.tiers import TierTable
@@ -64,7 +64,7 @@ def node_register(
     """Create the node (offline until its first heartbeat) and its agent key. The plaintext key
     is returned once and never stored."""
     # A soft cap against runaway scripts: two registrations racing may pass it together.
-    in_service = Node.objects.filter(operator=operator).exclude(state=NodeState.RETIRED)
+    in_service = Node.objects.filter(ownership__operator=operator).exclude(state=NodeState.RETIRED)
     if in_service.count() >= settings.NODE_MAX_PER_OPERATOR:
         raise NodeLimitReached(
             f"an operator may have at most {settings.NODE_MAX_PER_OPERATOR} nodes; retire some"
@@ -82,6 +82,7 @@ def node_register(
             **caps.fields(),
         )
         AgentKey.objects.create(node=node, key_hash=hash_key(plaintext))
+        Ownership.objects.create(node=node, operator=operator)
         append_node_events(
             node_id=node.pk,
             version=1,

@@ -5,7 +5,7 @@ import time_machine
 from django.urls import reverse
 
 from ledger.verify import verify_ledger
-from nodes.models import Node
+from nodes.models import Node, Ownership
 from nodes.services import node_record_outcome, node_retire, node_update, nodes_reap
 from tests.conftest import client_with_key
 from tests.nodes.conftest import beat, capabilities, gpu, register_node
@@ -49,6 +49,19 @@ def test_it_reports_a_row_changed_behind_the_logs_back(busy_history):
     assert sorted(node_problems()) == [
         f"nodes: node {a.pk} state: the table says 'online', the log says 'draining'",
         f"nodes: node {a.pk} tier: the table says 'rtx-5090', the log says 'rtx-4090'",
+    ]
+
+
+def test_it_reports_a_node_whose_ownership_names_another_operator(busy_history, mallory):
+    a, _b = busy_history
+    Ownership.objects.filter(node_id=a.pk).update(operator=mallory)
+    assert node_problems() == [
+        f"nodes: node {a.pk} belongs to operator {a.operator_id}, its ownership row says "
+        f"{mallory.pk}"
+    ]
+    Ownership.objects.filter(node_id=a.pk).delete()
+    assert node_problems() == [
+        f"nodes: node {a.pk} belongs to operator {a.operator_id}, its ownership row says None"
     ]
 
 
