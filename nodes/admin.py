@@ -3,7 +3,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from ledger.admin import ReadOnlyAdmin
-from nodes.models import AgentKey, DriverBlock, GpuTier, Node
+from nodes.models import AgentKey, DriverBlock, GpuTier, Node, Ownership
 from nodes.services import (
     Rule,
     driver_blocks_enforce,
@@ -91,6 +91,17 @@ class AgentKeyAdmin(ReadOnlyAdmin):
     @admin.display(description="revoked at")
     def revoked_at(self, obj: AgentKey) -> object:
         return obj.node.key_revoked_at
+
+
+@admin.register(Ownership)
+class OwnershipAdmin(ReadOnlyAdmin):
+    """Read-only: written with the node at registration; a node's operator never changes."""
+
+    list_display = ("node", "operator")
+    search_fields = ("node__name", "operator__username")
+    list_select_related = ("node", "operator")
+    readonly_fields = ("node", "operator")
+    show_full_result_count = False
 
 
 @admin.register(GpuTier)
