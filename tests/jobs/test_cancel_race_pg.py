@@ -31,12 +31,18 @@ from tests.jobs.conftest import (
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 
-def test_a_task_requeued_while_the_cancel_runs_is_cancelled_too(alice, bob):
-    fund(alice, 1_000 * CREDITS)
-    job = submit_job(alice.pk, 2)
-    node, _ = online_node(bob)
+def claimed(submitter, operator, slices: int):
+    """A funded job of `slices` tasks, one of them claimed: (job, node, lease)."""
+    fund(submitter, 1_000 * CREDITS)
+    job = submit_job(submitter.pk, slices)
+    node, _ = online_node(operator)
     lease = task_claim(profile=profile_for(Node.objects.get(pk=node.pk)))
     assert lease is not None
+    return job, node, lease
+
+
+def test_a_task_requeued_while_the_cancel_runs_is_cancelled_too(alice, bob):
+    job, node, _ = claimed(alice, bob, 2)
 
     def reap(cursor) -> None:
         # What leases_reap does for this one attempt, held open until the cancel waits on it.
@@ -56,11 +62,7 @@ def test_a_task_requeued_while_the_cancel_runs_is_cancelled_too(alice, bob):
 
 
 def test_an_infrastructure_failure_beside_the_cancel_is_not_retried(alice, bob):
-    fund(alice, 1_000 * CREDITS)
-    job = submit_job(alice.pk, 1)
-    node, _ = online_node(bob)
-    lease = task_claim(profile=profile_for(Node.objects.get(pk=node.pk)))
-    assert lease is not None
+    job, node, lease = claimed(alice, bob, 1)
 
     def cancel(cursor) -> None:
         job_cancel(job=Job.objects.get(pk=job.pk), actor=f"user:{alice.pk}")

@@ -123,3 +123,13 @@ class Statements:
 
     def __len__(self) -> int:
         return len(self.sql)
+
+
+def migrate_to(targets) -> None:
+    """Migrate the test database to `targets` (a migration test's back and forth)."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(targets)

@@ -7,17 +7,11 @@ from django.db.migrations.executor import MigrationExecutor
 
 from nodes.models import Ownership
 from nodes.selectors import node_list
-from tests.nodes.conftest import register_node
+from tests.nodes.conftest import migrate_to, register_node
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = [("nodes", "0005_agent_key_table")]
-
-
-def _migrate(targets) -> None:
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
 
 
 def _node_indexes() -> set[str]:
@@ -31,11 +25,11 @@ def test_the_owners_move_to_their_table_and_the_index_comes_back(bob, mallory):
     latest = MigrationExecutor(connection).loader.graph.leaf_nodes()
     assert "node_operator_id" not in _node_indexes()
     try:
-        _migrate(BEFORE)
+        migrate_to(BEFORE)
         assert "node_operator_id" in _node_indexes()
         assert "nodes_ownership" not in connection.introspection.table_names()
     finally:
-        _migrate(latest)
+        migrate_to(latest)
     # The rows the migration copied, from the nodes as they were before it.
     assert dict(Ownership.objects.values_list("node_id", "operator_id")) == {
         n.pk: n.operator_id for n in nodes
