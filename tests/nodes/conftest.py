@@ -1,6 +1,8 @@
 """Builders for node tests: capabilities as the agent reports them, registered nodes, agents."""
 
 import copy
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -125,11 +127,25 @@ class Statements:
         return len(self.sql)
 
 
-def migrate_to(targets) -> None:
-    """Migrate the test database to `targets` (a migration test's back and forth)."""
+def _migrate_to(targets) -> None:
     from django.db import connection
     from django.db.migrations.executor import MigrationExecutor
 
     executor = MigrationExecutor(connection)
     executor.loader.build_graph()
     executor.migrate(targets)
+
+
+@contextmanager
+def migrated_back_to(targets) -> Iterator[None]:
+    """The test database migrated back to `targets` inside the block, and forward to the latest
+    migrations again on leaving it, whatever happened inside (a migration test's round trip)."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    latest = MigrationExecutor(connection).loader.graph.leaf_nodes()
+    try:
+        _migrate_to(targets)
+        yield
+    finally:
+        _migrate_to(latest)

@@ -3,11 +3,10 @@ is reversed: no node loses the key its agent holds."""
 
 import pytest
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from nodes.auth import resolve_agent_key
 from people.keys import hash_key
-from tests.nodes.conftest import migrate_to, register_node
+from tests.nodes.conftest import migrated_back_to, register_node
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -16,13 +15,8 @@ BEFORE = [("nodes", "0004_node_price_floor")]
 
 def test_the_keys_move_to_their_table_and_back(bob):
     nodes = [register_node(bob, name=f"rig-{i}") for i in range(3)]
-    latest = MigrationExecutor(connection).loader.graph.leaf_nodes()
-    try:
-        migrate_to(BEFORE)
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT id, agent_key_hash FROM nodes_node")
-            assert dict(cursor.fetchall()) == {n.pk: hash_key(key) for n, key in nodes}
-    finally:
-        migrate_to(latest)
+    with migrated_back_to(BEFORE), connection.cursor() as cursor:
+        cursor.execute("SELECT id, agent_key_hash FROM nodes_node")
+        assert dict(cursor.fetchall()) == {n.pk: hash_key(key) for n, key in nodes}
     for node, key in nodes:
         assert resolve_agent_key(key)[1].pk == node.pk

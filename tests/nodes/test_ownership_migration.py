@@ -3,11 +3,10 @@ ownership row after it, and the node's own index is back when it is reversed."""
 
 import pytest
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from nodes.models import Ownership
 from nodes.selectors import node_list
-from tests.nodes.conftest import migrate_to, register_node
+from tests.nodes.conftest import migrated_back_to, register_node
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -22,14 +21,10 @@ def _node_indexes() -> set[str]:
 def test_the_owners_move_to_their_table_and_the_index_comes_back(bob, mallory):
     nodes = [register_node(owner, name=f"rig-{i}")[0] for i, owner in enumerate([bob, mallory])]
     nodes.append(register_node(bob, name="rig-2")[0])
-    latest = MigrationExecutor(connection).loader.graph.leaf_nodes()
     assert "node_operator_id" not in _node_indexes()
-    try:
-        migrate_to(BEFORE)
+    with migrated_back_to(BEFORE):
         assert "node_operator_id" in _node_indexes()
         assert "nodes_ownership" not in connection.introspection.table_names()
-    finally:
-        migrate_to(latest)
     # The rows the migration copied, from the nodes as they were before it.
     assert dict(Ownership.objects.values_list("node_id", "operator_id")) == {
         n.pk: n.operator_id for n in nodes
