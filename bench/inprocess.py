@@ -1,6 +1,7 @@
-"""The hot path in this process, without HTTP: CPU per request of the reference, heartbeat,
-complete and claim through Django's test client (the whole middleware and DRF stack), the
-PostgreSQL backend's CPU per request beside it, and the statements each one sends.
+"""The hot path in this process, without HTTP: CPU per request of the reference, heartbeat (an
+idle node's, and a busy node's carrying two leases), complete and claim through Django's test
+client (the whole middleware and DRF stack), the PostgreSQL backend's CPU per request beside
+it, and the statements each one sends.
 
 Single-threaded and unloaded by any server, so the figures are the code's own cost: the place to
 look before and after a change to the hot path (`--profile complete` for a cProfile).
@@ -28,7 +29,9 @@ def backend_cpu(pid: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=300)
-    parser.add_argument("--profile", choices=("reference", "heartbeat", "complete", "claim"))
+    parser.add_argument(
+        "--profile", choices=("reference", "heartbeat", "busy_heartbeat", "complete", "claim")
+    )
     parser.add_argument("--sort", default="cumulative", help="pstats order for --profile")
     parser.add_argument("--show-sql", action="store_true", help="print each request's statements")
     parser.add_argument("--name", default="inprocess", help="database suffix")
@@ -74,21 +77,32 @@ def main() -> None:
     def claim() -> dict:
         return post("/api/v1/agent/claim", {"wait": 0})
 
+    running: list[str] = []  # the leases a busy node's heartbeat carries (claimed below)
+
+    def busy_heartbeat() -> None:
+        post(
+            "/api/v1/agent/heartbeat",
+            {**common.HEARTBEAT_BODY, "status": "busy", "leases": running},
+        )
+
     def complete(lease: dict) -> None:
         post(
             f"/api/v1/agent/attempts/{lease['attempt_id']}/complete",
             {"lease_token": lease["lease_token"], "exit_code": 0, "stdout_tail": "ok\n"},
         )
 
+    running.extend(claim()["lease_token"] for _ in range(2))
     for _ in range(5):  # warm: imports, prepared statements, caches
         complete(claim())
         heartbeat()
+        busy_heartbeat()
         reference()
 
     counts = {}
     for name, call in (
         ("reference", reference),
         ("heartbeat", heartbeat),
+        ("busy_heartbeat", busy_heartbeat),
         ("claim", claim),
         ("complete", complete),
     ):
@@ -109,6 +123,7 @@ def main() -> None:
     cases = {
         "reference": lambda i: reference(),
         "heartbeat": lambda i: heartbeat(),
+        "busy_heartbeat": lambda i: busy_heartbeat(),
         "complete": lambda i: complete(leases[i]),
         "claim": lambda i: claim(),
     }

@@ -385,11 +385,13 @@ def attempt_fail(
         # and a flag committed between an unlocked read and this write would see the task of
         # a cancelled job requeued. The cancel that waits on this lock finds the attempt
         # ended and the task queued, and cancels it then (jobs.cancellation).
-        cancelled = (
-            Attempt.objects.select_for_update()
-            .values_list("cancel_requested", flat=True)
+        # The job's flag covers an attempt the cancel could not flag (jobs.cancellation).
+        flagged, job_flag = (
+            Attempt.objects.select_for_update(of=("self",))
+            .values_list("cancel_requested", "task__job__cancel_requested_at")
             .get(pk=attempt_id)
         )
+        cancelled = flagged or job_flag is not None
         _cas_set(
             fenced,
             token,

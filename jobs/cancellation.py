@@ -44,6 +44,12 @@ def job_cancel(*, job: Job, actor: str) -> Cancelled:
             if not requeued:
                 break
             queued += requeued
+        # The job's own flag, for an attempt no pass above could flag: a claim that took a
+        # requeued task between two of them (no retry backoff, or a pass that stalled longer
+        # than it). Its heartbeat tells it to stop, and however it ends, it ends cancelled.
+        Job.objects.filter(pk=job.pk, cancel_requested_at__isnull=True).update(
+            cancel_requested_at=now
+        )
         event_append(
             stream=f"job:{job.pk}",
             type="JobCancelRequested",

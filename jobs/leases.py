@@ -29,26 +29,36 @@ REAP_BATCH = 500
 logger = logging.getLogger(__name__)
 
 
+# One statement, on PostgreSQL and SQLite alike: extend the node's live leases among the
+# tokens and say, for each, whether it must stop: its own cancel flag, or its job's (an attempt
+# no cancel could flag, jobs.cancellation). The UPDATE re-checks each row under its lock, so an
+# attempt that ended meanwhile is not extended and is reported gone.
+_EXTEND = """
+UPDATE jobs_attempt SET lease_expires_at = %s
+ WHERE node_id = %s AND lease_token IN ({tokens}) AND state IN ({states})
+   AND lease_expires_at > %s
+RETURNING lease_token, cancel_requested OR EXISTS (
+       SELECT 1 FROM jobs_task t JOIN jobs_job j ON j.id = t.job_id
+        WHERE t.id = jobs_attempt.task_id AND j.cancel_requested_at IS NOT NULL)
+"""
+
+
 def leases_extend(node: Any, tokens: list[str]) -> dict[str, Any]:
     """Heartbeat hook: extend the node's current leases; tell it which to drop or cancel."""
     if not tokens:
         return {}
     now = timezone.now()
     expires = now + lease_duration()
-    live = list(
-        Attempt.objects.filter(
-            node_id=node.pk,
-            lease_token__in=tokens,
-            state__in=ACTIVE_ATTEMPT_STATES,
-            lease_expires_at__gt=now,
-        ).values_list("id", "lease_token", "cancel_requested")
+    at = connection.ops.adapt_datetimefield_value
+    sql = _EXTEND.format(
+        tokens=", ".join(["%s"] * len(tokens)),
+        states=", ".join(["%s"] * len(ACTIVE_ATTEMPT_STATES)),
     )
-    if live:
-        # An attempt completed between the two statements keeps its state: only the expiry
-        # of a finished attempt moves, which nothing reads.
-        Attempt.objects.filter(pk__in=[row[0] for row in live]).update(lease_expires_at=expires)
-    leases = {token: expires.isoformat() for _, token, _ in live}
-    cancel = [token for _, token, wanted in live if wanted]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [at(expires), node.pk, *tokens, *ACTIVE_ATTEMPT_STATES, at(now)])
+        live = cursor.fetchall()
+    leases = {token: expires.isoformat() for token, _ in live}
+    cancel = [token for token, stop in live if stop]
     cancel += [token for token in tokens if token not in leases]
     return {"leases": leases, "cancel": cancel}
 
@@ -156,6 +166,7 @@ def _lose(attempt_ids: list[int], *, reason: str, now: datetime) -> list[tuple[i
             "current_attempt__lease_expires_at",
             "job__submitter_id",
             "current_attempt__cancel_requested",
+            "job__cancel_requested_at",
         )
     )
     # Every job's hold before the first settlement, then the accounts of the submitters whose
@@ -163,7 +174,7 @@ def _lose(attempt_ids: list[int], *, reason: str, now: datetime) -> list[tuple[i
     # sorted).
     billing.holds_lock(
         {row[1] for row in rows},
-        releasing_to={row[9] for row in rows if row[3] >= row[4] or row[10]},
+        releasing_to={row[9] for row in rows if row[3] >= row[4] or row[10] or row[11] is not None},
     )
     requeued = False
     blamed: list[tuple[int, datetime]] = []
@@ -171,7 +182,7 @@ def _lose(attempt_ids: list[int], *, reason: str, now: datetime) -> list[tuple[i
         task_id, job_id, index, attempts, max_attempts, version, attempt_id, node_id, expires = row[
             :9
         ]
-        cancelled, spent = row[10], attempts >= max_attempts
+        cancelled, spent = row[10] or row[11] is not None, attempts >= max_attempts
         outcome = "cancelled" if cancelled else "failed" if spent else "requeued"
         changes = {"current_attempt": None, "version": F("version") + 1}
         if cancelled:

@@ -89,6 +89,10 @@ class Job(models.Model):
     tasks_failed = models.PositiveIntegerField(default=0)
     tasks_cancelled = models.PositiveIntegerField(default=0)
     max_cost = models.BigIntegerField(default=0)  # held at submission: ceiling × timeout × slices
+    # The submitter's first cancel (JobCancelRequested). Every attempt of the job is then asked
+    # to stop and ends cancelled, the ones a cancel could not flag too: a task requeued and
+    # claimed again between two of the cancel's looks (jobs.cancellation).
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
 

@@ -20,6 +20,7 @@ class TasksProjection:
         self.jobs: dict[int, list] = {}  # job_id -> [state, slices]
         self.tasks: dict[tuple[int, int], list] = {}  # (job_id, index) -> [state, attempts]
         self.settled: dict[int, int] = {}  # attempt_id -> AttemptSettled events
+        self.cancel_requested: set[int] = set()  # jobs with a JobCancelRequested
 
     def apply(self, event: Event) -> None:
         kind, p = event.type, event.payload
@@ -31,6 +32,8 @@ class TasksProjection:
                 self.tasks[(p["job_id"], index)] = ["queued", 0]
         elif kind == "JobStarted":
             self.jobs[p["job_id"]][0] = "running"
+        elif kind == "JobCancelRequested":
+            self.cancel_requested.add(p["job_id"])
         elif kind == "JobFinished":
             self.jobs[p["job_id"]][0] = p["state"]
         elif kind in _TASK_STATE or kind in ("AttemptFailed", "AttemptLost"):
@@ -43,7 +46,13 @@ class TasksProjection:
         from jobs.models import ACTIVE_ATTEMPT_STATES, Attempt, Job, Task
 
         problems: list[str] = []
-        live_jobs = dict(Job.objects.values_list("id", "state"))
+        live_jobs, flagged = {}, set()
+        for job_id, state, cancel_requested_at in Job.objects.values_list(
+            "id", "state", "cancel_requested_at"
+        ).iterator(chunk_size=10_000):
+            live_jobs[job_id] = state
+            if cancel_requested_at is not None:
+                flagged.add(job_id)
         for job_id in sorted(set(live_jobs) | set(self.jobs)):
             replayed = self.jobs.get(job_id, [None])[0]
             if live_jobs.get(job_id) != replayed:
@@ -51,6 +60,15 @@ class TasksProjection:
                     f"jobs: job {job_id} is {live_jobs.get(job_id)} in the table, "
                     f"{replayed} in the log"
                 )
+        # The cancel flag that stops every attempt of a job is set exactly when the log has
+        # its JobCancelRequested: a lost flag would let a cancelled job's task run on.
+        for job_id in sorted(flagged ^ self.cancel_requested):
+            said = "a" if job_id in self.cancel_requested else "no"
+            problems.append(
+                f"jobs: job {job_id}'s cancel flag is "
+                f"{'set' if job_id in flagged else 'not set'} in the table, with {said} "
+                "JobCancelRequested in the log"
+            )
         live_tasks = {
             (job_id, index): [state, attempts]
             for job_id, index, state, attempts in Task.objects.values_list(

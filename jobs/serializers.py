@@ -211,6 +211,8 @@ class JobOut(serializers.ModelSerializer):
             "requirements",
             "created_at",
             "finished_at",
+            # Set by the first cancel: the job may still be running while its tasks stop.
+            "cancel_requested_at",
         )
 
     def get_requirements(self, job: Job) -> dict:

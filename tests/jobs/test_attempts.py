@@ -90,13 +90,33 @@ def test_another_nodes_agent_cannot_report_for_this_attempt(leased, bob, mallory
     assert Attempt.objects.get().state == "leased"
 
 
-def test_heartbeats_extend_leases_and_flag_stale_tokens(leased):
+def test_heartbeats_extend_leases_and_flag_stale_tokens(
+    leased, mallory, django_assert_max_num_queries
+):
     *_, agent, lease = leased
     before = Attempt.objects.get().lease_expires_at
-    reply = beat(agent, "busy", leases=[lease["lease_token"], "forgotten"]).json()
+    beat(agent, "busy")  # the node's state settled: what follows is a steady beat
+    # The key, the node's row, and every lease extended and read back in one statement.
+    with django_assert_max_num_queries(3) as captured:
+        reply = beat(agent, "busy", leases=[lease["lease_token"], "forgotten"]).json()
+    assert [q["sql"].split()[0] for q in captured.captured_queries] == [
+        "SELECT",
+        "UPDATE",
+        "UPDATE",
+    ]
     assert set(reply["leases"]) == {lease["lease_token"]}
     assert reply["cancel"] == ["forgotten"]
-    assert Attempt.objects.get().lease_expires_at > before
+    extended = Attempt.objects.get().lease_expires_at
+    assert extended > before
+    # Another node's agent presenting the token extends nothing and is told to drop it.
+    _, other = online_node(mallory, name="not-bobs")
+    reply = beat(other, "busy", leases=[lease["lease_token"]]).json()
+    assert reply["leases"] == {} and reply["cancel"] == [lease["lease_token"]]
+    assert Attempt.objects.get().lease_expires_at == extended
+    # An expired lease is not brought back by a late heartbeat: the reaper's to take.
+    Attempt.objects.update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    reply = beat(agent, "busy", leases=[lease["lease_token"]]).json()
+    assert reply["leases"] == {} and reply["cancel"] == [lease["lease_token"]]
 
 
 def test_an_expired_lease_is_reaped_requeued_and_fenced(leased, bob):

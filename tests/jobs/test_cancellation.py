@@ -61,3 +61,24 @@ def test_an_infrastructure_failure_after_the_cancel_is_not_retried(submitter, bo
     assert Job.objects.get(pk=job_id).state == "cancelled"
     report = verify_ledger(check_chain=False)
     assert report.ok, report.problems
+
+
+def test_the_jobs_cancel_flag_is_what_the_log_says(submitter, alice):
+    first = submitter.post("/api/v1/jobs/", job_body(), format="json").json()["id"]
+    second = submitter.post("/api/v1/jobs/", job_body(), format="json").json()["id"]
+    reply = submitter.post(f"/api/v1/jobs/{first}/cancel")
+    assert reply.status_code == 200 and reply.json()["cancel_requested_at"] is not None
+    assert submitter.get(f"/api/v1/jobs/{first}").json()["cancel_requested_at"] is not None
+    assert submitter.get(f"/api/v1/jobs/{second}").json()["cancel_requested_at"] is None
+    assert verify_ledger(check_chain=False).ok
+    # A flag lost (a job's tasks could run on after its cancel), and one set with no request.
+    Job.objects.filter(pk=first).update(cancel_requested_at=None)
+    Job.objects.filter(pk=second).update(cancel_requested_at=timezone.now())
+    report = verify_ledger(check_chain=False)
+    assert not report.ok
+    assert [p for p in report.problems if "cancel flag" in p] == [
+        f"jobs: job {first}'s cancel flag is not set in the table, with a JobCancelRequested "
+        "in the log",
+        f"jobs: job {second}'s cancel flag is set in the table, with no JobCancelRequested "
+        "in the log",
+    ]
