@@ -7,6 +7,7 @@ short interval instead. A notification is a hint, never a promise: the claim its
 """
 
 import logging
+import os
 import threading
 import time
 
@@ -19,8 +20,15 @@ _POLL_WITHOUT_REDIS_S = 0.25
 
 class _Waker:
     def __init__(self) -> None:
-        self._cond = threading.Condition()
         self._generation = 0
+        self._fresh_locks()
+
+    def _fresh_locks(self) -> None:
+        # Also run in a forked child (below): a fork copies this process's locks as they are,
+        # but not the listener thread that may hold one at that moment (it takes the condition
+        # for every notification), so a child that kept them could hang at its first wake-up.
+        # The child starts its own listener when it first waits.
+        self._cond = threading.Condition()
         self._listener: threading.Thread | None = None
         self._lock = threading.Lock()
 
@@ -72,6 +80,7 @@ class _Waker:
 
 
 waker = _Waker()
+os.register_at_fork(after_in_child=waker._fresh_locks)
 
 
 def notify_work() -> None:

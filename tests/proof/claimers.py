@@ -13,7 +13,9 @@ Three behaviours, as a fleet has them:
 - the reaper: returns expired leases to the queue, as the beat task does.
 """
 
+import faulthandler
 import random
+import sys
 import time
 import traceback
 from collections import Counter
@@ -24,6 +26,9 @@ from typing import Any
 LATE_LEASE_S = 2
 IDLE_POLL_S = 0.1
 REAP_EVERY_S = 0.25
+# A child still running this long past the deadline is stuck in one call (each checks the
+# deadline between calls): it prints every thread's stack, which the test's report shows.
+STUCK_AFTER_S = 15
 
 
 @dataclass
@@ -39,11 +44,22 @@ def _unfinished() -> bool:
     return Task.objects.filter(state__in=["queued", "leased", "running"]).exists()
 
 
+def _watch(deadline: float) -> None:
+    # sys.stderr may be the test runner's in-memory capture, which has no descriptor.
+    faulthandler.dump_traceback_later(
+        max(deadline - time.monotonic(), 0) + STUCK_AFTER_S, file=sys.__stderr__
+    )
+
+
 def _tune(settings_overrides: dict[str, Any]) -> None:
     from django.conf import settings
 
     for name, value in settings_overrides.items():
         setattr(settings, name, value)
+
+
+def claimer_name(node_id: int, late: bool) -> str:
+    return f"{'late' if late else 'honest'}-node-{node_id}"
 
 
 def claimer(
@@ -65,7 +81,8 @@ def claimer(
     from jobs.node_profile import profile_for
     from nodes.models import Node
 
-    tally = Tally(f"{'late' if late else 'honest'}-node-{node_id}")
+    tally = Tally(claimer_name(node_id, late))
+    _watch(deadline)
     rng = random.Random(seed)
     _tune({**overrides, **({"JOB_LEASE_S": LATE_LEASE_S} if late else {})})
     held: list[tuple[int, str, datetime]] = []
@@ -144,6 +161,7 @@ def reaper(*, deadline: float, overrides: dict[str, Any], queue) -> None:
     from jobs.leases import leases_reap
 
     tally = Tally("reaper")
+    _watch(deadline)
     _tune(overrides)
     try:
         while time.monotonic() < deadline:

@@ -98,7 +98,18 @@ def run_fleet(nodes: list, deadline_s: float) -> list[claimers.Tally]:
             remaining = deadline - time.monotonic() + 30
             tallies.append(results.get(timeout=max(remaining, 1)))
     except queue_module.Empty:
-        pytest.fail(f"only {len(tallies)} of {len(processes)} processes reported in time")
+        names = [claimers.claimer_name(n.pk, i < LATE) for i, n in enumerate(nodes)] + ["reaper"]
+        reported = {tally.name for tally in tallies}
+        silent = [
+            f"{name} (pid {process.pid}, {'running' if process.is_alive() else process.exitcode})"
+            for name, process in zip(names, processes, strict=True)
+            if name not in reported
+        ]
+        pytest.fail(
+            f"only {len(tallies)} of {len(processes)} processes reported in time; silent: "
+            + ", ".join(silent)
+            + " (a stuck one printed its stacks to stderr, below)"
+        )
     finally:
         for process in processes:
             process.join(10)
