@@ -169,12 +169,14 @@ def _lose(attempt_ids: list[int], *, reason: str, now: datetime) -> list[tuple[i
             "job__cancel_requested_at",
         )
     )
+    # The attempt's cancel flag, or its job's (an attempt no cancel could flag).
+    stopped = {row[0] for row in rows if row[10] or row[11] is not None}
     # Every job's hold before the first settlement, then the accounts of the submitters whose
     # jobs a spent or cancelled task may end (released to); then job rows in job order (rows
     # sorted).
     billing.holds_lock(
         {row[1] for row in rows},
-        releasing_to={row[9] for row in rows if row[3] >= row[4] or row[10] or row[11] is not None},
+        releasing_to={row[9] for row in rows if row[3] >= row[4] or row[0] in stopped},
     )
     requeued = False
     blamed: list[tuple[int, datetime]] = []
@@ -182,7 +184,7 @@ def _lose(attempt_ids: list[int], *, reason: str, now: datetime) -> list[tuple[i
         task_id, job_id, index, attempts, max_attempts, version, attempt_id, node_id, expires = row[
             :9
         ]
-        cancelled, spent = row[10] or row[11] is not None, attempts >= max_attempts
+        cancelled, spent = task_id in stopped, attempts >= max_attempts
         outcome = "cancelled" if cancelled else "failed" if spent else "requeued"
         changes = {"current_attempt": None, "version": F("version") + 1}
         if cancelled:
