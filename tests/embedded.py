@@ -38,3 +38,12 @@ def embedded_migrated(var_dir: Path, **settings: str) -> dict[str, str]:
     migrate = run(["manage.py", "migrate", "--noinput"], env)
     assert migrate.wait(180) == 0, migrate.stderr.read()
     return env
+
+
+def script_lines(script: str, env: dict[str, str], timeout: float = 120) -> list[str]:
+    """`python -c <script>` on `env`'s embedded default: the lines it printed, once it exited 0
+    (read as it runs, so no output can fill the pipe and stall it)."""
+    process = run(["-c", script], env)
+    out, err = process.communicate(timeout=timeout)
+    assert process.returncode == 0, err
+    return out.splitlines()

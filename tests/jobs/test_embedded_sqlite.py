@@ -1,7 +1,7 @@
 """The heartbeat's lease statement (UPDATE … RETURNING with the job's cancel flag) also runs on
 the embedded SQLite default, where the demo's agent sends its leases."""
 
-from tests.embedded import embedded_migrated, run
+from tests.embedded import embedded_migrated, script_lines
 
 SCRIPT = """
 import os, sys
@@ -50,9 +50,7 @@ print("problems", [p for p in verify_ledger(check_chain=False).problems if p.sta
 
 def test_the_heartbeats_leases_and_the_jobs_cancel_flag_on_the_embedded_sqlite(tmp_path):
     env = embedded_migrated(tmp_path)
-    script = run(["-c", SCRIPT], env)
-    assert script.wait(120) == 0, script.stderr.read()
-    assert script.stdout.read().splitlines() == [
+    assert script_lines(SCRIPT, env) == [
         "leases True True",
         "extended True",
         "cancel True",

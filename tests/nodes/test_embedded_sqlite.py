@@ -1,7 +1,7 @@
 """The nodes' hand-written SQL (UPDATE … RETURNING, the decay's elapsed seconds) also runs on
 the embedded SQLite default, where the demo's reaper and decay run."""
 
-from tests.embedded import embedded_migrated, run
+from tests.embedded import embedded_migrated, script_lines
 
 SCRIPT = """
 import os, sys
@@ -39,9 +39,7 @@ def test_it_reaps_and_decays_on_the_embedded_sqlite(tmp_path):
         NODE_HEARTBEAT_GRACE_S="5",
         NODE_RELIABILITY_HALF_LIFE_H="168",
     )
-    script = run(["-c", SCRIPT], env)
-    assert script.wait(120) == 0, script.stderr.read()
-    assert script.stdout.read().splitlines() == [
+    assert script_lines(SCRIPT, env) == [
         "degraded (3, 0)",
         "offline (0, 3)",
         "again (0, 0)",
