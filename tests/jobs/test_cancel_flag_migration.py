@@ -8,7 +8,7 @@ from jobs.models import Job
 from ledger.models import Event
 from ledger.verify import verify_ledger
 from tests.jobs.conftest import job_body
-from tests.nodes.conftest import migrated_back_to
+from tests.migrations import migrated_back_to
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

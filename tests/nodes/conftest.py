@@ -1,8 +1,6 @@
 """Builders for node tests: capabilities as the agent reports them, registered nodes, agents."""
 
 import copy
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -125,27 +123,3 @@ class Statements:
 
     def __len__(self) -> int:
         return len(self.sql)
-
-
-def _migrate_to(targets) -> None:
-    from django.db import connection
-    from django.db.migrations.executor import MigrationExecutor
-
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-
-
-@contextmanager
-def migrated_back_to(targets) -> Iterator[None]:
-    """The test database migrated back to `targets` inside the block, and forward to the latest
-    migrations again on leaving it, whatever happened inside (a migration test's round trip)."""
-    from django.db import connection
-    from django.db.migrations.executor import MigrationExecutor
-
-    latest = MigrationExecutor(connection).loader.graph.leaf_nodes()
-    try:
-        _migrate_to(targets)
-        yield
-    finally:
-        _migrate_to(latest)

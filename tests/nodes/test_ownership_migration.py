@@ -6,7 +6,8 @@ from django.db import connection
 
 from nodes.models import Ownership
 from nodes.selectors import node_list
-from tests.nodes.conftest import migrated_back_to, register_node
+from tests.migrations import migrated_back_to
+from tests.nodes.conftest import register_node
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
