@@ -71,6 +71,7 @@ def run_fleet(nodes: list, deadline_s: float) -> list[claimers.Tally]:
     connections.close_all()
     processes = [
         context.Process(
+            name=claimers.claimer_name(node.pk, i < LATE),
             target=claimers.claimer,
             kwargs={
                 "node_id": node.pk,
@@ -86,6 +87,7 @@ def run_fleet(nodes: list, deadline_s: float) -> list[claimers.Tally]:
     ]
     processes.append(
         context.Process(
+            name="reaper",
             target=claimers.reaper,
             kwargs={"deadline": deadline, "overrides": OVERRIDES, "queue": results},
         )
@@ -98,12 +100,11 @@ def run_fleet(nodes: list, deadline_s: float) -> list[claimers.Tally]:
             remaining = deadline - time.monotonic() + 30
             tallies.append(results.get(timeout=max(remaining, 1)))
     except queue_module.Empty:
-        names = [claimers.claimer_name(n.pk, i < LATE) for i, n in enumerate(nodes)] + ["reaper"]
         reported = {tally.name for tally in tallies}
         silent = [
-            f"{name} (pid {process.pid}, {'running' if process.is_alive() else process.exitcode})"
-            for name, process in zip(names, processes, strict=True)
-            if name not in reported
+            f"{p.name} (pid {p.pid}, {'running' if p.is_alive() else p.exitcode})"
+            for p in processes
+            if p.name not in reported
         ]
         pytest.fail(
             f"only {len(tallies)} of {len(processes)} processes reported in time; silent: "
