@@ -11,6 +11,7 @@ from typing import Any
 
 from django.db import connection, models
 from django.utils.dateparse import parse_datetime
+from psycopg import sql
 
 _inserts: dict[tuple[type[models.Model], str], tuple[str, list[models.Field]]] = {}
 
@@ -58,29 +59,53 @@ _insert_selects: dict[tuple, tuple[str, str, list[tuple[str, models.Field]]]] = 
 
 
 def insert_select_lists(
-    instance: models.Model, *, name: str, exprs: dict[str, str]
+    model: type[models.Model], *, name: str, exprs: dict[str, str], values: dict[str, Any]
 ) -> tuple[str, str, dict[str, Any]]:
     """The column list and the select list of `INSERT INTO <table> (…) SELECT … FROM <source>`
-    for `instance`, as `insert_row` would write it, except that the columns in `exprs` take SQL
-    expressions over the source (a row the same statement produced). Named parameters, prefixed
-    by `name`, so the lists fit a statement with other named parameters (PostgreSQL). The lists
-    are built once per model, name and expressions; each call prepares only the values."""
-    model = type(instance)
-    key = (model, name, tuple(sorted(exprs.items())), connection.vendor)
-    if key not in _insert_selects:
-        fields = [f for f in model._meta.concrete_fields if not f.primary_key]
-        columns, values, valued = [], [], []
-        for i, field in enumerate(fields):
-            columns.append(connection.ops.quote_name(field.column))
-            if field.column in exprs:
-                values.append(exprs[field.column])
-            else:
-                valued.append((f"{name}_{i}", field))
-                values.append(f"%({name}_{i})s")
-        _insert_selects[key] = (", ".join(columns), ", ".join(values), valued)
-    columns, values, valued = _insert_selects[key]
+    (PostgreSQL), keyed by column: the columns in `exprs` take SQL expressions over the source
+    (a row the same statement produced), those in `values` the given values as named
+    parameters prefixed by `name` (prepared as the field prepares them), and every other column
+    its field's default, as `save()` stores a field left unset, written into the SQL as a
+    literal: psycopg converts each parameter anew on every call. The lists are built once per
+    model, name, expressions and valued columns; each call prepares only the values. A column
+    whose default is not one fixed value (a callable, `auto_now`) must be in one of the two."""
+    key = (model, name, tuple(sorted(exprs.items())), tuple(sorted(values)))
+    built = _insert_selects.get(key)
+    if built is None:
+        built = _insert_selects[key] = _insert_select(model, name, exprs, set(values))
+    columns, select, valued = built
     params = {
-        param: field.get_db_prep_save(field.pre_save(instance, True), connection)
-        for param, field in valued
+        f"{name}_{column}": field.get_db_prep_save(values[column], connection)
+        for column, field in valued
     }
-    return columns, values, params
+    return columns, select, params
+
+
+def _insert_select(
+    model: type[models.Model], name: str, exprs: dict[str, str], valued: set[str]
+) -> tuple[str, str, list[tuple[str, models.Field]]]:
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    unknown = (set(exprs) | valued) - {f.column for f in fields}
+    if unknown:
+        raise ValueError(f"{model.__name__} has no column {', '.join(sorted(unknown))}")
+    connection.ensure_connection()
+    columns, select, params = [], [], []
+    for field in fields:
+        columns.append(connection.ops.quote_name(field.column))
+        if field.column in exprs:
+            select.append(exprs[field.column])
+        elif field.column in valued:
+            params.append((field.column, field))
+            select.append(f"%({name}_{field.column})s")
+        elif (
+            (field.has_default() and callable(field.default))
+            or getattr(field, "auto_now", False)
+            or getattr(field, "auto_now_add", False)
+        ):
+            raise ValueError(f"{model.__name__}.{field.name} has no fixed default: give it")
+        else:
+            value = field.get_db_prep_save(field.get_default(), connection)
+            # `%` doubled: the statement has parameters, so psycopg reads the text for them.
+            literal = sql.Literal(value).as_string(connection.connection).replace("%", "%%")
+            select.append(literal)
+    return ", ".join(columns), ", ".join(select), params

@@ -14,6 +14,7 @@ import random
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cache
 from typing import Any
 
 from django.conf import settings
@@ -21,12 +22,12 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from computepool.rawsql import insert_row, insert_select_lists
-from jobs.models import Attempt, JobState, TaskState
+from jobs.models import Attempt, JobState, TaskState, new_lease_token
 from jobs.node_profile import NodeProfile
 from ledger.errors import VersionConflict
 from ledger.event_sql import COLUMNS as EVENT_COLUMNS
 from ledger.event_sql import TABLE as EVENT_TABLE
-from ledger.event_sql import SqlInt, event_sql
+from ledger.event_sql import EventSql, SqlInt, event_sql
 from ledger.services import event_append
 from nodes.signing import sign
 
@@ -199,13 +200,13 @@ def _select_task(profile: NodeProfile, now: datetime) -> tuple | None:
 
 
 def _signed_spec(
-    *, row: tuple, attempt: Attempt, spec: dict[str, Any], now: datetime
+    *, row: tuple, attempt_id: int, spec: dict[str, Any], now: datetime
 ) -> tuple[dict[str, Any], str]:
     task_id, job_id, index, _, _, _, _, kind, timeout_s, cores, ram, disk, vram, gpus, slices = row[
         :15
     ]
     full = {
-        "attempt_id": attempt.pk,
+        "attempt_id": attempt_id,
         "task_id": task_id,
         "job_id": job_id,
         "kind": kind,
@@ -274,7 +275,7 @@ def task_claim(*, profile: NodeProfile) -> Lease | None:
         )
         if job_state == JobState.QUEUED:
             _mark_job_running(job_id)
-    return _lease(row, attempt, now)
+    return _lease(row, attempt.pk, attempt.lease_token, attempt.lease_expires_at, now)
 
 
 def _new_attempt(profile: NodeProfile, now: datetime, **fields: Any) -> Attempt:
@@ -300,21 +301,13 @@ def _claimed_payload(profile: NodeProfile, expires: datetime, **refs: Any) -> di
     }
 
 
-def _lease(row: tuple, attempt: Attempt, now: datetime) -> Lease:
+def _lease(row: tuple, attempt_id: int, token: str, expires: datetime, now: datetime) -> Lease:
     spec = row[6]
     if isinstance(spec, str):  # SQLite hands JSON back as text
         spec = json.loads(spec)
-    full_spec, signature = _signed_spec(row=row, attempt=attempt, spec=spec, now=now)
+    full_spec, signature = _signed_spec(row=row, attempt_id=attempt_id, spec=spec, now=now)
     task_id, job_id = row[0], row[1]
-    return Lease(
-        attempt.pk,
-        task_id,
-        job_id,
-        attempt.lease_token,
-        attempt.lease_expires_at,
-        full_spec,
-        signature,
-    )
+    return Lease(attempt_id, task_id, job_id, token, expires, full_spec, signature)
 
 
 # PostgreSQL: the whole claim is one statement, so one round trip and no BEGIN/COMMIT: pick and
@@ -356,34 +349,19 @@ SELECT pick.*, att.id FROM pick JOIN att ON att.task_id = pick.id
 )
 
 
-def claim_statement(profile: NodeProfile, now: datetime) -> tuple[str, dict[str, Any], Attempt]:
-    """PostgreSQL: the claim's one statement for `profile` at `now`, its parameters, and the
-    attempt it inserts (unsaved: the statement returns its id last)."""
-    attempt = _new_attempt(profile, now)
-    att_columns, att_values, params = insert_select_lists(
-        attempt,
-        name="a",
-        exprs={"task_id": "pick.id", "number": "pick.attempts + 1", "leased_at": "%(now)s"},
-    )
-    claimed = event_sql(
-        name="c",
-        type="TaskClaimed",
-        stream_prefix="task:",
-        stream_id="pick.id",
-        version="pick.version + 1",
-        actor=f"node:{profile.node_id}",
-        recorded_at="%(now)s",
-        payload=_claimed_payload(
-            profile,
-            attempt.lease_expires_at,
-            task_id=SqlInt("pick.id"),
-            job_id=SqlInt("pick.job_id"),
-            index=SqlInt('pick."index"'),
-            attempt_id=SqlInt("att.id"),
-            number=SqlInt("pick.attempts + 1"),
-        ),
-    )
-    started = event_sql(
+@dataclass(frozen=True)
+class NewAttempt:
+    """What the lease needs of the attempt a claim's statement inserts (its id comes back with
+    the row)."""
+
+    lease_token: str
+    lease_expires_at: datetime
+
+
+@cache
+def _job_started_sql() -> EventSql:
+    # The same for every claim: built once per process.
+    return event_sql(
         name="s",
         type="JobStarted",
         stream_prefix="job:",
@@ -396,22 +374,74 @@ def claim_statement(profile: NodeProfile, now: datetime) -> tuple[str, dict[str,
         recorded_at="%(now)s",
         payload={"job_id": SqlInt("started.id")},
     )
-    sql = _ONE_STATEMENT.format(
-        pick=_BUCKETED_PICK if profile.size_classes else _QUEUE_PICK,
-        att_columns=att_columns,
-        att_values=att_values,
-        events=EVENT_TABLE,
-        event_columns=EVENT_COLUMNS,
-        claimed=claimed.select,
-        started=started.select,
+
+
+# The statement's text by pick, attempt and event select lists: each of those is built once
+# per process and shape, so the key's strings are the same objects (and hashes) every call.
+_statements: dict[tuple[str, ...], str] = {}
+
+
+def claim_statement(profile: NodeProfile, now: datetime) -> tuple[str, dict[str, Any], NewAttempt]:
+    """PostgreSQL: the claim's one statement for `profile` at `now`, its parameters, and the
+    attempt it inserts (its id is the row's last column). The attempt's columns are
+    `_new_attempt`'s: what the statement supplies (the task, the number, the lease's start,
+    the node's price) are expressions, the node, the token and the expiry parameters, and every
+    other column its default, written into the text once."""
+    granted = NewAttempt(new_lease_token(), now + lease_duration())
+    att_columns, att_values, params = insert_select_lists(
+        Attempt,
+        name="a",
+        exprs={
+            "task_id": "pick.id",
+            "number": "pick.attempts + 1",
+            "leased_at": "%(now)s",
+            "price_per_s": "%(price)s",
+        },
+        values={
+            "node_id": profile.node_id,
+            "lease_token": granted.lease_token,
+            "lease_expires_at": granted.lease_expires_at,
+        },
     )
+    claimed = event_sql(
+        name="c",
+        type="TaskClaimed",
+        stream_prefix="task:",
+        stream_id="pick.id",
+        version="pick.version + 1",
+        actor=f"node:{profile.node_id}",
+        recorded_at="%(now)s",
+        payload=_claimed_payload(
+            profile,
+            granted.lease_expires_at,
+            task_id=SqlInt("pick.id"),
+            job_id=SqlInt("pick.job_id"),
+            index=SqlInt('pick."index"'),
+            attempt_id=SqlInt("att.id"),
+            number=SqlInt("pick.attempts + 1"),
+        ),
+    )
+    started = _job_started_sql()
+    pick = _BUCKETED_PICK if profile.size_classes else _QUEUE_PICK
+    key = (pick, att_columns, att_values, claimed.select, started.select)
+    sql = _statements.get(key)
+    if sql is None:
+        sql = _statements[key] = _ONE_STATEMENT.format(
+            pick=pick,
+            att_columns=att_columns,
+            att_values=att_values,
+            events=EVENT_TABLE,
+            event_columns=EVENT_COLUMNS,
+            claimed=claimed.select,
+            started=started.select,
+        )
     pick_params = bucketed_params if profile.size_classes else claim_params
     params |= claimed.params | started.params | pick_params(profile, now)
-    return sql, params, attempt
+    return sql, params, granted
 
 
 def _claim_in_one_statement(profile: NodeProfile, now: datetime) -> Lease | None:
-    sql, params, attempt = claim_statement(profile, now)
+    sql, params, granted = claim_statement(profile, now)
     try:
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
@@ -424,10 +454,7 @@ def _claim_in_one_statement(profile: NodeProfile, now: datetime) -> Lease | None
         raise VersionConflict("a stream moved while the task was being claimed") from None
     if row is None:
         return None
-    attempt.task_id, attempt.number = row[0], row[3] + 1
-    attempt.pk = row[-1]
-    attempt._state.adding = False
-    return _lease(row, attempt, now)
+    return _lease(row, row[-1], granted.lease_token, granted.lease_expires_at, now)
 
 
 def _mark_job_running(job_id: int) -> None:
