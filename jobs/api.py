@@ -19,6 +19,7 @@ from rest_framework.views import APIView
 from computepool.api.permissions import IsSubmitter
 from jobs import attempts as attempt_services
 from jobs.claim import Lease, task_claim
+from jobs.claim_body import claim_plain
 from jobs.complete_body import complete_plain
 from jobs.models import Artifact, Attempt, Job, LogChunk
 from jobs.node_profile import profile_for
@@ -244,9 +245,13 @@ class ClaimApi(APIView):
         summary="Lease the next task this node can run (long-poll with wait)",
     )
     def post(self, request: Request) -> Response:
-        data = ClaimIn(data=request.data)
-        data.is_valid(raise_exception=True)
-        lease = claim_with_wait(request.auth, data.validated_data["wait"])
+        # The common body without DRF's serializers; anything else goes to ClaimIn.
+        body = claim_plain(request.data)
+        if body is None:
+            data = ClaimIn(data=request.data)
+            data.is_valid(raise_exception=True)
+            body = data.validated_data
+        lease = claim_with_wait(request.auth, body["wait"])
         if lease is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
         return Response(lease.as_payload())
