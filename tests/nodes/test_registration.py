@@ -1,3 +1,6 @@
+import json
+from pathlib import Path
+
 import pytest
 from django.test import override_settings
 from django.urls import reverse
@@ -234,3 +237,25 @@ def test_the_admin_lists_a_nodes_key_by_prefix_not_by_plaintext(client, dave, bo
     page = client.get(reverse("admin:nodes_agentkey_changelist")).content.decode()
     assert node.agent_key_prefix in page and key not in page
     assert AgentKey.objects.get(node=node).key_hash == hash_key(key)
+
+
+def test_it_registers_the_report_an_agent_made_on_a_real_h200(api, bob):
+    """The capabilities JSON `detect_capabilities()` produced on an NVIDIA H200 (captured by
+    scripts/capture_gpu.py; tests/agent/fixtures/hardware/SOURCES.md), sent as the agent sends
+    it. No tier names the H200, so its 140 GB put it in the largest generic tier."""
+    detection = Path(__file__).parents[1] / "agent/fixtures/hardware/agent"
+    report = json.loads((detection / "h200-driver580-detection.json").read_text())
+    response = register(api(bob, "operator"), capabilities=report["detect_capabilities"])
+    assert response.status_code == 201, response.content
+    node = Node.objects.get()
+    assert (
+        node.tier,
+        node.gpu_count,
+        node.gpu_name,
+        node.gpu_vram_mb,
+        node.compute_capability,
+        node.driver_version,
+        node.fp16_ok,
+        node.cpu_cores,
+        node.avx512,
+    ) == ("generic-24gb", 1, "NVIDIA H200", 143771, 90, "580.159.04", True, 16, True)
