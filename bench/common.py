@@ -177,6 +177,7 @@ class Hub:
     worker_class: str = "gthread"
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen | None = None
+    env: dict[str, str] = field(default_factory=dict)  # the hub's settings beyond hub_env's
 
     @property
     def argv(self) -> list[str]:
@@ -199,7 +200,11 @@ class Hub:
         log = open(ROOT / "var" / f"bench-hub-{self.port}.log", "w")  # noqa: SIM115
         (ROOT / "var").mkdir(exist_ok=True)
         self.proc = subprocess.Popen(
-            self.argv, cwd=ROOT, env=hub_env(self.dbname, **env), stdout=log, stderr=log
+            self.argv,
+            cwd=ROOT,
+            env=hub_env(self.dbname, **{**self.env, **env}),
+            stdout=log,
+            stderr=log,
         )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
