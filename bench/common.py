@@ -196,15 +196,11 @@ class Hub:
     def describe(self) -> str:
         return " ".join(self.argv[2:])
 
-    def start(self, **env: str) -> "Hub":
+    def start(self) -> "Hub":
         log = open(ROOT / "var" / f"bench-hub-{self.port}.log", "w")  # noqa: SIM115
         (ROOT / "var").mkdir(exist_ok=True)
         self.proc = subprocess.Popen(
-            self.argv,
-            cwd=ROOT,
-            env=hub_env(self.dbname, **{**self.env, **env}),
-            stdout=log,
-            stderr=log,
+            self.argv, cwd=ROOT, env=hub_env(self.dbname, **self.env), stdout=log, stderr=log
         )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
