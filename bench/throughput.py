@@ -160,7 +160,7 @@ class RawAgent:
 
     def claim(self) -> tuple | None:
         # The hub's own one-statement claim (`claim_statement`), its text and parameters.
-        sql, params, attempt = self.claim_statement(self.profile, datetime.now(UTC))
+        sql, params, attempt = self.claim_statement(self.profile, datetime.now(UTC), lazy=True)
         self.conn.autocommit = True
         with self.conn.cursor() as cur:
             cur.execute(sql, params)

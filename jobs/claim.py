@@ -320,6 +320,7 @@ def _lease(row: tuple, attempt_id: int, token: str, expires: datetime, now: date
 # row it holds (a cancel locks the queued tasks first) or comes after the job's last claim.
 # JobStarted reads `claimed` so that TaskClaimed is written first and keeps the lower id, as in
 # the log the SQLite path writes (PostgreSQL runs unreferenced CTEs last, in no stated order).
+# A claim that is its own transaction commits lazily (`_LAZY_COMMIT`, below).
 _ONE_STATEMENT = _squeezed(
     """
 WITH pick AS MATERIALIZED ({pick}),
@@ -344,9 +345,19 @@ started AS (
 job_started AS (
     INSERT INTO {events} ({event_columns}) SELECT {started} FROM started, claimed
 )
-SELECT pick.*, att.id FROM pick JOIN att ON att.task_id = pick.id
+SELECT pick.*, att.id FROM pick JOIN att ON att.task_id = pick.id{lazy}
 """
 )
+# A claim that is its own transaction commits without waiting for the WAL's flush
+# (`synchronous_commit` off for that transaction only, set by the statement itself). A lease is
+# already something the hub expects to lose: a crash of the database can lose the claims of its
+# last fraction of a second, whole (attempt, task, events and job together), and what follows
+# is a lost lease: the task is queued as before the claim, and the agent that got it is told to
+# drop it on its next heartbeat (an unknown token), its completion refused (409). A claim moves
+# no money; anything durable that depends on it (its completion, its failure) commits with the
+# flush, which writes the claim before it. Waiting for the flush was a seventh of a claim's
+# PostgreSQL CPU under load (docs/benchmarks.md, the tenth round).
+_LAZY_COMMIT = " CROSS JOIN (SELECT set_config('synchronous_commit', 'off', true)) AS lazy"
 
 
 @dataclass(frozen=True)
@@ -381,9 +392,12 @@ def _job_started_sql() -> EventSql:
 _statements: dict[tuple[str, ...], str] = {}
 
 
-def claim_statement(profile: NodeProfile, now: datetime) -> tuple[str, dict[str, Any], NewAttempt]:
+def claim_statement(
+    profile: NodeProfile, now: datetime, *, lazy: bool = False
+) -> tuple[str, dict[str, Any], NewAttempt]:
     """PostgreSQL: the claim's one statement for `profile` at `now`, its parameters, and the
-    attempt it inserts (its id is the row's last column). The attempt's columns are
+    attempt it inserts (its id is the row's last column); `lazy` for a statement that is its own
+    transaction, which then commits without waiting for the WAL's flush. The attempt's columns are
     `_new_attempt`'s: what the statement supplies (the task, the number, the lease's start,
     the node's price) are expressions, the node, the token and the expiry parameters, and every
     other column its default, written into the text once."""
@@ -423,7 +437,7 @@ def claim_statement(profile: NodeProfile, now: datetime) -> tuple[str, dict[str,
     )
     started = _job_started_sql()
     pick = _BUCKETED_PICK if profile.size_classes else _QUEUE_PICK
-    key = (pick, att_columns, att_values, claimed.select, started.select)
+    key = (pick, att_columns, att_values, claimed.select, started.select, lazy)
     sql = _statements.get(key)
     if sql is None:
         sql = _statements[key] = _ONE_STATEMENT.format(
@@ -434,6 +448,7 @@ def claim_statement(profile: NodeProfile, now: datetime) -> tuple[str, dict[str,
             event_columns=EVENT_COLUMNS,
             claimed=claimed.select,
             started=started.select,
+            lazy=_LAZY_COMMIT if lazy else "",
         )
     pick_params = bucketed_params if profile.size_classes else claim_params
     params |= claimed.params | started.params | pick_params(profile, now)
@@ -441,7 +456,10 @@ def claim_statement(profile: NodeProfile, now: datetime) -> tuple[str, dict[str,
 
 
 def _claim_in_one_statement(profile: NodeProfile, now: datetime) -> Lease | None:
-    sql, params, granted = claim_statement(profile, now)
+    # Lazily only a claim that is its own transaction: never a caller's (atomic or autocommit
+    # off), whose other writes did not agree to it.
+    lazy = connection.get_autocommit() and not connection.in_atomic_block
+    sql, params, granted = claim_statement(profile, now, lazy=lazy)
     try:
         with connection.cursor() as cursor:
             cursor.execute(sql, params)

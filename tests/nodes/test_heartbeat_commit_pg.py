@@ -6,6 +6,8 @@ from django.db import connection, transaction
 
 from nodes.models import Node
 from nodes.services import node_heartbeat
+from tests.pgsession import setting
+from tests.pgsession import sql as _sql
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -15,14 +17,7 @@ def _beat(node: Node) -> None:
 
 
 def _setting() -> str:
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW synchronous_commit")
-        return cursor.fetchone()[0]
-
-
-def _sql(statement: str) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(statement)
+    return setting("synchronous_commit")
 
 
 def test_a_plain_beat_commits_lazily_and_only_itself(bobs_node):
