@@ -162,7 +162,7 @@ def main() -> None:
     common.banner("hot path: requests/s against the reference endpoint")
     db = common.create_db("hotpath")
     # Enough queued tasks for every claim phase, so no claim finds the queue empty.
-    tasks = int(args.rounds * args.seconds * 700) // 10 * 10
+    tasks = int(args.rounds * args.seconds * 1000) // 10 * 10
     keys, _ = seed(db, nodes=64, tasks=tasks, operators=args.operators)
     if args.breakdown:
         breakdown(keys[0])
