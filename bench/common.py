@@ -30,8 +30,10 @@ ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
 REDIS_URL = os.environ.get("BENCH_REDIS", "redis://127.0.0.1:6379/9")
-TEMPLATE = "bench_computepool_tpl"
-PREFIX = "bench_computepool_"
+# Every database a benchmark makes is named PREFIX + its own name (the smoke test uses a prefix of
+# its own, so that it never drops a real run's database).
+PREFIX = os.environ.get("BENCH_DB_PREFIX", "bench_computepool_")
+TEMPLATE = PREFIX + "tpl"
 # Per-key throttle budget for the benchmark hubs: the default (600/min) would refuse the load
 # one simulated agent puts on purpose. The throttle itself stays on (every request counts), but
 # never refuses: at 6000/min a faster hub answered part of a run with cheap 429s.

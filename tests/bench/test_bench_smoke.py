@@ -1,0 +1,106 @@
+"""Every benchmark script runs to its end and prints its figures, at sizes small enough for CI.
+
+The figures themselves are not checked here: they are measurements, kept in docs/benchmarks.md
+with the commands that produced them, and a timed assertion would only flake. What is checked
+is that each script still runs against the hub as it is now (a real hub under gunicorn, on
+PostgreSQL and Redis) and reports what its issue item asks for. Each run uses databases of its
+own (`BENCH_DB_PREFIX`), dropped afterwards, so a benchmark run beside it is left alone."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+pytestmark = [pytest.mark.postgres, pytest.mark.e2e]
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
+PREFIX = f"benchsmoke_{os.getpid()}_"
+
+# (script, arguments, what its output must say): bench/run_all.sh's scripts, each with its item's
+# figures, at a few seconds each.
+HUB = ["--workers", "1", "--threads", "4"]
+RUNS = [
+    (
+        "hotpath",
+        ["--rounds", "1", "--seconds", "1", "--conns", "4", *HUB],
+        ["÷ reference (target ≥ 0.8)", "  claim ", "  complete ", "  heartbeat "],
+    ),
+    ("inprocess", ["--requests", "20"], ["hub CPU ms/request", "  claim ", "  complete "]),
+    (
+        "throughput",
+        ["--agents", "4", "--seconds", "2", "--repeats", "1", "--raw-threads", "4", *HUB],
+        ["complete with want_next", "raw SQL through psycopg (same statements)"],
+    ),
+    (
+        "dispatch",
+        ["--agents", "2", "--jobs", "10", "--interval", "0.05", "--wait", "2", *HUB],
+        ["dispatch latency, ms", "10 of 10 submissions claimed"],
+    ),
+    (
+        "scale",
+        ["--max-tasks", "1000", "--max-nodes", "100", "--samples", "20"],
+        ["p99 ms (target ≤ 20)", "small-cpu: p99 at the largest size", "Execution Time"],
+    ),
+    (
+        "fleet",
+        [
+            "--steps",
+            "50",
+            "--interval",
+            "2",
+            "--conns",
+            "8",
+            "--silent",
+            "500",
+            "--reaps",
+            "1",
+            *HUB,
+        ],
+        ["largest fleet served with p99 < 100 ms: 50", "500 nodes moved offline"],
+    ),
+    ("reaper_floor", ["--nodes", "1000", "--rounds", "1"], ["reap (nodes + events"]),
+    (
+        "ledger_bench",
+        ["--samples", "20", "--events", "2000", "--cashouts", "200"],
+        ["of attempt_complete's wall time", "verdict: OK", "stream CSV s"],
+    ),
+]
+
+
+def _drop_ours() -> None:
+    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
+        names = [
+            row[0]
+            for row in conn.execute(
+                "SELECT datname FROM pg_database WHERE datname LIKE %s", [PREFIX + "%"]
+            )
+        ]
+        for name in names:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="module", autouse=True)
+def own_databases():
+    yield
+    _drop_ours()
+
+
+@pytest.mark.parametrize(("script", "args", "expected"), RUNS, ids=[r[0] for r in RUNS])
+def test_the_benchmark_runs_and_reports(script, args, expected):
+    env = {**os.environ, "BENCH_DB_PREFIX": PREFIX}
+    result = subprocess.run(
+        [sys.executable, "-m", f"bench.{script}", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    for text in expected:
+        assert text in result.stdout, result.stdout[-3000:]
+    assert "WARNING: requests refused" not in result.stdout
