@@ -355,7 +355,7 @@ SELECT pick.*, att.id FROM pick JOIN att ON att.task_id = pick.id{lazy}
 # is a lost lease: the task is queued as before the claim, and the agent that got it is told to
 # drop it on its next heartbeat (an unknown token), its completion refused (409). A claim moves
 # no money; anything durable that depends on it (its completion, its failure) commits with the
-# flush, which writes the claim before it. Waiting for the flush was a seventh of a claim's
+# flush, which writes the claim before it. Waiting for the flush was an eighth of a claim's
 # PostgreSQL CPU under load (docs/benchmarks.md, the tenth round).
 _LAZY_COMMIT = " CROSS JOIN (SELECT set_config('synchronous_commit', 'off', true)) AS lazy"
 
