@@ -438,7 +438,8 @@ def model_copy(model: Any, rows: Iterable[dict[str, Any]], *, reserve: int | Non
     explicitly, and the first id is returned; otherwise the number of rows written."""
     from django.db import connection
 
-    # Generated columns (a task's size class) are the database's to compute.
+    # Generated columns are the database's to compute; so is a task's size class (its insert
+    # trigger replaces the default written here).
     fields = [f for f in model._meta.concrete_fields if not f.primary_key and not f.generated]
     defaults = {f.attname: f.get_default() for f in fields}
     names = [f.attname for f in fields]

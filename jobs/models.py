@@ -12,8 +12,6 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from jobs.size_class import size_class_expression
-
 
 class JobKind(models.TextChoices):
     CONTAINER = "container"
@@ -147,13 +145,10 @@ class Task(models.Model):
     version = models.PositiveIntegerField(default=0)  # the task:<id> stream's version
     created_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
-    # The queue's bucket by cores, RAM and GPU (jobs.size_class), computed by the database so that
-    # no writer of tasks can put one in the wrong bucket.
-    size_class = models.GeneratedField(
-        expression=size_class_expression(),
-        output_field=models.SmallIntegerField(),
-        db_persist=True,
-    )
+    # The queue's bucket by cores, RAM and GPU (jobs.size_class), set by the database's trigger
+    # when the task is inserted, so that no writer of tasks can put one in the wrong bucket: what
+    # a writer gives is replaced (an ORM instance keeps its 0 until it is read again).
+    size_class = models.SmallIntegerField(default=0, editable=False)
 
     class Meta:
         constraints = [

@@ -19,10 +19,14 @@ with every GPU task of its size, a third of the queue in the benchmark's mix, an
 walked past all of them (bench.scale: 5.3 ms p99 at 1M tasks, 2.4x its smallest). The walk
 left is inside the node's own top classes: a 3-core node shares its cores class with 4-core
 tasks, and reads past those.
-"""
 
-from django.db.models import Case, Value, When
-from django.db.models.expressions import Combinable
+The database sets a task's class when the task is inserted (a trigger, `size_class_sql`;
+migration jobs 0007), whoever inserts it, ORM or COPY. Not a generated column: PostgreSQL
+parsed a generated column's expression for every `UPDATE` of a task (a claim, a completion, a
+requeue) though its inputs, the task's requirements, never change after submission: 20-30 µs
+per update (docs/benchmarks.md, the tenth round). Not a `BEFORE UPDATE` trigger either:
+PostgreSQL locks and fetches the row for any such trigger, whatever its column list.
+"""
 
 CORES_TOP = 10  # 513 cores or more share the top class
 RAM_UNIT_MB = 512
@@ -58,17 +62,16 @@ def node_size_classes(cpu_cores: int, ram_mb: int, gpu_count: int) -> list[int] 
     return cpu + [GPU_FLAG + k for k in cpu] if gpu_count > 0 else cpu
 
 
-def _ladder(field: str, unit: int, top: int) -> Case:
+def _ladder(column: str, unit: int, top: int) -> str:
     # ⌈log2 ⌈value / unit⌉⌉ without a logarithm (SQLite has none): 0 up to one unit, k up to
     # 2^k units, `top` beyond.
-    return Case(
-        *[When(**{f"{field}__lte": unit << k}, then=Value(k)) for k in range(top)],
-        default=Value(top),
-    )
+    steps = " ".join(f"WHEN {column} <= {unit << k} THEN {k}" for k in range(top))
+    return f"CASE {steps} ELSE {top} END"
 
 
-def size_class_expression() -> Combinable:
-    """The stored generated column's expression: `task_size_class` in SQL."""
-    gpu = Case(When(gpu_count__gt=0, then=Value(GPU_FLAG)), default=Value(0))
-    cores = _ladder("cpu_cores", 1, CORES_TOP) * _RAM_SHIFT
-    return gpu + cores + _ladder("ram_mb", RAM_UNIT_MB, RAM_TOP)
+def size_class_sql(row: str = "") -> str:
+    """`task_size_class` in SQL, over the columns of `row` ("NEW." in a trigger)."""
+    gpu = f"CASE WHEN {row}gpu_count > 0 THEN {GPU_FLAG} ELSE 0 END"
+    cores = _ladder(f"{row}cpu_cores", 1, CORES_TOP)
+    ram = _ladder(f"{row}ram_mb", RAM_UNIT_MB, RAM_TOP)
+    return f"({gpu} + ({cores}) * {_RAM_SHIFT} + {ram})"

@@ -44,6 +44,7 @@ import django
 django.setup()
 from jobs.attempts import attempt_complete
 from jobs.claim import task_claim
+from jobs.models import Task
 from jobs.node_profile import profile_for
 from jobs.serializers import JobIn
 from jobs.submission import job_submit
@@ -63,9 +64,12 @@ caps = {"gpus": [], "cpu": {"model": "x", "arch": "x86_64", "physical_cores": 4,
 node, _ = node_register(operator=op, name="n", region="IN", capabilities=caps, actor="t")
 node_heartbeat(node=node, status="available", load={}, gpus=[], lease_tokens=[])
 credits_grant(user_id=sub.pk, amount=10**6, actor="t", reference="t", idempotency_key="k")
-data = JobIn(data={"kind": "script", "script": "true", "slices": 2, "price_ceiling": 100})
+data = JobIn(data={"kind": "script", "script": "true", "slices": 2, "price_ceiling": 100,
+                   "requirements": {"cpu_cores": 2, "ram_mb": 2048}})
 data.is_valid(raise_exception=True)
 job = job_submit(submitter_id=sub.pk, data=data.validated_data).job
+# The insert trigger set each task's size class (2 cores, 2 GB: class 34).
+assert list(Task.objects.values_list("size_class", flat=True)) == [34, 34]
 profile = profile_for(Node.objects.get(pk=node.pk))
 assert profile.size_classes is not None
 for _ in range(2):

@@ -173,6 +173,38 @@ def test_the_database_computes_each_tasks_class(alice):
 
 
 @pytest.mark.postgres
+def test_an_inserted_task_gets_its_class_whatever_its_writer_gave(alice):
+    fund(alice, 10_000_000 * CREDITS)
+    _submit(alice.pk, cores=3, ram_mb=3000, slices=1)
+    task = Task.objects.get()
+    task.pk, task.index, task.size_class = None, 1, 999  # a writer with a wrong class
+    task.save()
+    assert Task.objects.get(pk=task.pk).size_class == task_size_class(3, 3000, 0) == 67
+
+
+@pytest.mark.postgres
+def test_a_tasks_update_leaves_its_class_alone(alice):
+    # The class is set once: the claim's, completion's and reaper's updates of a task do not
+    # compute it again (its requirements never change after submission).
+    fund(alice, 10_000_000 * CREDITS)
+    _submit(alice.pk, cores=3, ram_mb=3000, slices=1)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT tgtype, tgname FROM pg_trigger WHERE tgrelid = 'jobs_task'::regclass "
+            "AND NOT tgisinternal"
+        )
+        triggers = cursor.fetchall()
+        cursor.execute(
+            "SELECT attgenerated FROM pg_attribute WHERE attrelid = 'jobs_task'::regclass "
+            "AND attname = 'size_class'"
+        )
+        generated = cursor.fetchone()[0]
+    # One row trigger, BEFORE INSERT only (tgtype bits: 1 row, 2 before, 4 insert, 16 update).
+    assert triggers == [(1 | 2 | 4, "jobs_task_size_class")]
+    assert generated == ""
+
+
+@pytest.mark.postgres
 def test_a_small_nodes_pick_is_the_queues_own_order(alice):
     # A queue whose head is mostly work too big for the small nodes, in every order key.
     rng = random.Random(7)
