@@ -13,6 +13,22 @@ from django.db import connection, models
 from django.utils.dateparse import parse_datetime
 from psycopg import sql
 
+# A subquery that turns off the wait for the WAL's flush for the transaction of the statement
+# that holds it, and no further (`set_config(…, true)`): written into a statement that is its
+# own transaction (`commits_alone`), so that it commits without that wait. PostgreSQL only.
+LAZY_COMMIT = "(SELECT set_config('synchronous_commit', 'off', true))"
+
+
+def commits_alone() -> bool:
+    """Whether a statement run now on PostgreSQL is its own transaction: never a caller's
+    (atomic, or autocommit off), whose other writes did not agree to a lazy commit."""
+    return (
+        connection.vendor == "postgresql"
+        and connection.get_autocommit()
+        and not connection.in_atomic_block
+    )
+
+
 _inserts: dict[tuple[type[models.Model], str], tuple[str, list[models.Field]]] = {}
 
 

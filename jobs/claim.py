@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from computepool.rawsql import insert_row, insert_select_lists
+from computepool.rawsql import LAZY_COMMIT, commits_alone, insert_row, insert_select_lists
 from jobs.models import Attempt, JobState, TaskState, new_lease_token
 from jobs.node_profile import NodeProfile
 from ledger.errors import VersionConflict
@@ -357,7 +357,7 @@ SELECT pick.*, att.id FROM pick JOIN att ON att.task_id = pick.id{lazy}
 # no money; anything durable that depends on it (its completion, its failure) commits with the
 # flush, which writes the claim before it. Waiting for the flush was an eighth of a claim's
 # PostgreSQL CPU under load (docs/benchmarks.md, the tenth round).
-_LAZY_COMMIT = " CROSS JOIN (SELECT set_config('synchronous_commit', 'off', true)) AS lazy"
+_LAZY_COMMIT = f" CROSS JOIN {LAZY_COMMIT} AS lazy"
 
 
 @dataclass(frozen=True)
@@ -456,10 +456,7 @@ def claim_statement(
 
 
 def _claim_in_one_statement(profile: NodeProfile, now: datetime) -> Lease | None:
-    # Lazily only a claim that is its own transaction: never a caller's (atomic or autocommit
-    # off), whose other writes did not agree to it.
-    lazy = connection.get_autocommit() and not connection.in_atomic_block
-    sql, params, granted = claim_statement(profile, now, lazy=lazy)
+    sql, params, granted = claim_statement(profile, now, lazy=commits_alone())
     try:
         with connection.cursor() as cursor:
             cursor.execute(sql, params)

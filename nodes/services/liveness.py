@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from computepool.rawsql import db_param
+from computepool.rawsql import LAZY_COMMIT, commits_alone, db_param
 from ledger.services import NewEvent, events_append_bulk
 from nodes.errors import NodeStateConflict
 from nodes.hooks import heartbeat_contributions, notify_offline
@@ -118,9 +118,7 @@ _BEAT = (
 # of a 10,000-node idle fleet: 434 ms with the wait, 18 ms without; bench.fleet). A beat that
 # moves the node's state writes an event and commits as everything else does, and a busy node's
 # leases are extended after it by a transaction of their own (jobs.leases) that commits so too.
-_BEAT_LAZY_COMMIT = _BEAT.replace(
-    " WHERE id", " FROM (SELECT set_config('synchronous_commit', 'off', true)) AS lazy WHERE id"
-)
+_BEAT_LAZY_COMMIT = _BEAT.replace(" WHERE id", f" FROM {LAZY_COMMIT} AS lazy WHERE id")
 
 
 def _beat(
@@ -138,15 +136,9 @@ def _beat(
         # The hot path: one hand-written statement, guarded by the state we read at
         # authentication.
         ops = connection.ops
-        # Only a beat that is its own transaction: never a caller's (atomic or autocommit off).
-        lazy = (
-            connection.vendor == "postgresql"
-            and connection.get_autocommit()
-            and not connection.in_atomic_block
-        )
         with connection.cursor() as cursor:
             cursor.execute(
-                _BEAT_LAZY_COMMIT if lazy else _BEAT,
+                _BEAT_LAZY_COMMIT if commits_alone() else _BEAT,
                 [db_param(now), db_param(degraded_after), db_param(offline_after),
                  ops.adapt_json_value(load, None), ops.adapt_json_value(gpus, None), throttled,
                  node.pk, node.state],

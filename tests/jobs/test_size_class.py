@@ -183,11 +183,9 @@ def test_an_inserted_task_gets_its_class_whatever_its_writer_gave(alice):
 
 
 @pytest.mark.postgres
-def test_a_tasks_update_leaves_its_class_alone(alice):
-    # The class is set once: the claim's, completion's and reaper's updates of a task do not
-    # compute it again (its requirements never change after submission).
-    fund(alice, 10_000_000 * CREDITS)
-    _submit(alice.pk, cores=3, ram_mb=3000, slices=1)
+def test_the_class_is_set_by_an_insert_trigger_alone(db):
+    # Set once: the claim's, completion's and reaper's updates of a task do not compute it again
+    # (its requirements never change after submission), and no generated column does either.
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT tgtype, tgname FROM pg_trigger WHERE tgrelid = 'jobs_task'::regclass "
