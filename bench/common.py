@@ -23,12 +23,19 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
-PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
+# The server: BENCH_PG, else the test run's DATABASE_URL (an embedded server's socket URL
+# too), else the local one. Only its database name is replaced.
+PG = (
+    os.environ.get("BENCH_PG")
+    or os.environ.get("DATABASE_URL")
+    or "postgres://postgres@127.0.0.1:5432/postgres"
+)
 REDIS_URL = os.environ.get("BENCH_REDIS", "redis://127.0.0.1:6379/9")
 # Every database a benchmark makes is named PREFIX + its own name (the smoke test uses a prefix of
 # its own, so that it never drops a real run's database).
@@ -71,11 +78,11 @@ def banner(title: str) -> None:
 
 
 def admin() -> psycopg.Connection:
-    return psycopg.connect(f"{PG}/postgres", autocommit=True)
+    return psycopg.connect(db_url("postgres"), autocommit=True)
 
 
 def db_url(name: str) -> str:
-    return f"{PG}/{name}"
+    return urlunsplit(urlsplit(PG)._replace(path=f"/{name}"))
 
 
 def _migrations_digest() -> str:
@@ -424,7 +431,12 @@ def table(rows: list[list[Any]], header: list[str]) -> None:
 # --- seeding ----------------------------------------------------------------------------------
 
 
-def _copy_value(value: Any) -> Any:
+def _copy_value(field: Any, value: Any) -> Any:
+    from django.contrib.postgres.fields import ArrayField
+
+    if isinstance(value, list) and isinstance(field, ArrayField):
+        # COPY's text form of an array; the values here are plain names and numbers.
+        return "{" + ",".join(str(v) for v in value) + "}"
     if isinstance(value, dict | list):
         return json.dumps(value)
     return value
@@ -442,7 +454,6 @@ def model_copy(model: Any, rows: Iterable[dict[str, Any]], *, reserve: int | Non
     # trigger replaces the default written here).
     fields = [f for f in model._meta.concrete_fields if not f.primary_key and not f.generated]
     defaults = {f.attname: f.get_default() for f in fields}
-    names = [f.attname for f in fields]
     columns = [connection.ops.quote_name(f.column) for f in fields]
     table = model._meta.db_table
     first = None
@@ -458,7 +469,7 @@ def model_copy(model: Any, rows: Iterable[dict[str, Any]], *, reserve: int | Non
         count = 0
         with cursor.cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
             for row in rows:
-                values = [_copy_value(row.get(n, defaults[n])) for n in names]
+                values = [_copy_value(f, row.get(f.attname, defaults[f.attname])) for f in fields]
                 if first is not None:
                     if count >= reserve:
                         raise ValueError("more rows than reserved ids")
@@ -622,7 +633,7 @@ def seed_queue(
     def tasks() -> Iterator[dict[str, Any]]:
         for j, p in enumerate(plan):
             tiers = p["gpu_tiers"]
-            allow = "," + ",".join(tiers) + "," if tiers else ""
+            allow = list(tiers)
             for index in range(min(slices_per_job, count - j * slices_per_job)):
                 yield {
                     "job_id": first + j,

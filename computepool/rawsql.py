@@ -2,73 +2,24 @@
 
 The ORM builds every statement anew per call; on the requests every agent makes (claim,
 complete, heartbeat) that building cost more than the database's work (docs/benchmarks.md §7).
-These helpers run fixed statements instead, and convert values the way the ORM does, so the
-rows are the same on PostgreSQL and on SQLite (the embedded default).
+These helpers run fixed statements instead, and convert values the way the ORM does.
 """
 
-from datetime import UTC, datetime
 from typing import Any
 
 from django.db import connection, models
-from django.utils.dateparse import parse_datetime
 from psycopg import sql
 
 # A subquery that turns off the wait for the WAL's flush for the transaction of the statement
 # that holds it, and no further (`set_config(…, true)`): written into a statement that is its
-# own transaction (`commits_alone`), so that it commits without that wait. PostgreSQL only.
+# own transaction (`commits_alone`), so that it commits without that wait.
 LAZY_COMMIT = "(SELECT set_config('synchronous_commit', 'off', true))"
 
 
 def commits_alone() -> bool:
-    """Whether a statement run now on PostgreSQL is its own transaction: never a caller's
+    """Whether a statement run now is its own transaction: never a caller's
     (atomic, or autocommit off), whose other writes did not agree to a lazy commit."""
-    return (
-        connection.vendor == "postgresql"
-        and connection.get_autocommit()
-        and not connection.in_atomic_block
-    )
-
-
-_inserts: dict[tuple[type[models.Model], str], tuple[str, list[models.Field]]] = {}
-
-
-def db_datetime(value: datetime | str | None) -> datetime | None:
-    """PostgreSQL hands back aware datetimes; SQLite hands back the ORM's naive UTC text."""
-    if value is None or (isinstance(value, datetime) and value.tzinfo is not None):
-        return value
-    parsed = parse_datetime(value) if isinstance(value, str) else value
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
-
-
-def db_param(value: Any) -> Any:
-    """A datetime as the backend stores it (SQLite: naive UTC text); anything else as is."""
-    if isinstance(value, datetime):
-        return connection.ops.adapt_datetimefield_value(value)
-    return value
-
-
-def insert_row(instance: models.Model) -> None:
-    """INSERT `instance` as `save(force_insert=True)` would (every concrete field, defaults and
-    `pre_save` applied, values prepared by the fields), without signals; sets its primary key."""
-    model = type(instance)
-    key = (model, connection.vendor)
-    if key not in _inserts:
-        fields = [f for f in model._meta.concrete_fields if not f.primary_key]
-        columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-        table = connection.ops.quote_name(model._meta.db_table)
-        pk = connection.ops.quote_name(model._meta.pk.column)
-        _inserts[key] = (
-            f"INSERT INTO {table} ({columns}) VALUES ({', '.join(['%s'] * len(fields))}) "  # noqa: S608
-            f"RETURNING {pk}",
-            fields,
-        )
-    sql, fields = _inserts[key]
-    params = [f.get_db_prep_save(f.pre_save(instance, True), connection) for f in fields]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        instance.pk = cursor.fetchone()[0]
-    instance._state.adding = False
-    instance._state.db = connection.alias
+    return connection.get_autocommit() and not connection.in_atomic_block
 
 
 _insert_selects: dict[tuple, tuple[str, str, list[tuple[str, models.Field]]]] = {}

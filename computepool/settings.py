@@ -1,7 +1,8 @@
 """The one settings module, driven by the environment.
 
-With no DATABASE_URL and no CELERY_BROKER_URL the hub runs on an embedded SQLite file and a
-filesystem broker under var/, so a checkout runs with no services. Production, CI and the
+PostgreSQL is the only database. With no DATABASE_URL the hub uses the embedded PostgreSQL
+running on var/pgdata (computepool.embedded_db), and with no CELERY_BROKER_URL a filesystem
+broker under var/, so a checkout runs with no services. Production, CI and the
 benchmarks set both to PostgreSQL and Redis. Every variable is read through computepool.env,
 which names the variable when its value is unusable.
 """
@@ -11,6 +12,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from computepool import embedded_db
 from computepool.env import env_bool, env_choice, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -33,6 +35,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
+    "django.contrib.postgres",
     "rest_framework",
     "django_filters",
     "drf_spectacular",
@@ -76,33 +79,33 @@ TEMPLATES = [
 
 # --- Database -------------------------------------------------------------------------------
 
-_default_sqlite = f"sqlite:///{VAR_DIR / 'computepool.sqlite3'}"
-DATABASE_URL = env_str("DATABASE_URL", _default_sqlite)
+DATABASE_URL = env_str("DATABASE_URL", None)
+if DATABASE_URL is None:
+    # The embedded default: the server `python -m computepool.embedded_db start` runs on the
+    # data under var/ (the demo starts it). Read from its own postmaster.pid, so that
+    # `manage.py` finds the demo's database with no URL to copy.
+    DATABASE_URL = embedded_db.url(VAR_DIR / "pgdata")
+    if DATABASE_URL is None:
+        raise ImproperlyConfigured(
+            "DATABASE_URL is not set and no embedded PostgreSQL runs on "
+            f"{VAR_DIR / 'pgdata'}: set DATABASE_URL=postgres://…, or start it with "
+            f"`python -m computepool.embedded_db start {VAR_DIR / 'pgdata'}`"
+        )
 try:
     _db = dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("CONN_MAX_AGE", 60, minimum=0))
 except Exception as exc:  # the library raises several types for one meaning: unusable URL
     raise ImproperlyConfigured(f"DATABASE_URL is not a usable database URL: {exc}") from None
-if _db.get("ENGINE") not in ("django.db.backends.sqlite3", "django.db.backends.postgresql"):
-    raise ImproperlyConfigured("DATABASE_URL must be a sqlite:// or postgres:// URL")
-if _db["ENGINE"] == "django.db.backends.sqlite3":
-    VAR_DIR.mkdir(parents=True, exist_ok=True)
-    # The hub, the worker and beat write one file from several processes: WAL lets readers
-    # proceed beside the writer, IMMEDIATE takes the write lock at BEGIN (so two writers queue
-    # instead of deadlocking on lock upgrade), and the timeout makes them wait, not fail.
-    _db["OPTIONS"] = {
-        "transaction_mode": "IMMEDIATE",
-        "timeout": 30,
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-    }
-    _db["CONN_MAX_AGE"] = 0
-else:
-    _db.setdefault("OPTIONS", {})
-    # Server-side parameters let psycopg prepare a statement once it has run a few times, so
-    # PostgreSQL stops parsing and planning the hot path's statements on every request.
-    if env_bool("DB_PREPARE", True):
-        _db["OPTIONS"].update(server_side_binding=True, prepare_threshold=5)
-    _db["CONN_HEALTH_CHECKS"] = True
-    _db["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME", None)}
+if _db.get("ENGINE") != "django.db.backends.postgresql":
+    raise ImproperlyConfigured(
+        "DATABASE_URL must be a postgres:// URL: PostgreSQL is the only database"
+    )
+_db.setdefault("OPTIONS", {})
+# Server-side parameters let psycopg prepare a statement once it has run a few times, so
+# PostgreSQL stops parsing and planning the hot path's statements on every request.
+if env_bool("DB_PREPARE", True):
+    _db["OPTIONS"].update(server_side_binding=True, prepare_threshold=5)
+_db["CONN_HEALTH_CHECKS"] = True
+_db["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME", None)}
 DATABASES = {"default": _db}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -14,10 +14,9 @@ from typing import Any
 from django.conf import settings
 from django.core.files.base import File
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F
+from django.db.models import F, Func, Value
 from django.utils import timezone
 
-from computepool.rawsql import db_datetime, db_param
 from jobs import billing
 from jobs.errors import ArtifactRejected, ArtifactTooLarge, StaleLease
 from jobs.models import (
@@ -78,7 +77,6 @@ def _read(attempt_id: int, token: str, node_id: int) -> Fenced:
         raise StaleLease("this lease token is not the current lease of that attempt")
     (task_id, job_id, index, version, leased_at, timeout_s, state, expires, submitter_id,
      operator_id, price, tier, region, kind, artifacts) = row  # fmt: skip
-    leased_at, expires = db_datetime(leased_at), db_datetime(expires)
     if state not in ACTIVE_ATTEMPT_STATES or expires <= timezone.now():
         raise StaleLease(f"the lease has ended (attempt is {state})")
     figures = billing.SettleFigures(
@@ -110,8 +108,7 @@ def _cas_set(fenced: Fenced, token: str, now: datetime, **values: Any) -> None:
         cursor.execute(
             f"UPDATE jobs_attempt SET {columns} "  # noqa: S608 - column names are ours
             "WHERE id = %s AND lease_token = %s AND state IN (%s, %s) AND lease_expires_at > %s",
-            [*map(db_param, values.values()), fenced.attempt_id, token, *ACTIVE_ATTEMPT_STATES,
-             db_param(now)],
+            [*values.values(), fenced.attempt_id, token, *ACTIVE_ATTEMPT_STATES, now],
         )  # fmt: skip
         won = cursor.rowcount == 1
     if not won:
@@ -176,7 +173,7 @@ def _succeed_at_once(
         event=insert,
     )
     params = {**params, **event_params}
-    params |= {f"v_{name}": db_param(value) for name, value in values.items()}
+    params |= {f"v_{name}": value for name, value in values.items()}
     params |= {
         "attempt": fenced.attempt_id,
         "token": token,
@@ -326,8 +323,8 @@ def attempt_complete(
         # The node's reliability in the same commit, and its row first: the reapers and a
         # quarantine lock nodes before attempts and holds, so taking it after them could wait
         # on one of those while it waits on us (docs/architecture.md, "Lock order"). A stale
-        # report rolls it back with the rest. On PostgreSQL it is the first part of the
-        # success's one statement.
+        # report rolls it back with the rest. It is the first part of the success's one
+        # statement.
         values = {
             "state": AttemptState.SUCCEEDED,
             "finished_at": now,
@@ -347,13 +344,7 @@ def attempt_complete(
                 key=lambda a: a["name"],
             ),
         }
-        if connection.vendor == "postgresql":
-            _succeed_at_once(fenced, token, now, values, event_fields)
-        else:
-            billing.record_outcome(node_id=node_id, success=True)
-            _cas_set(fenced, token, now, **values)
-            _finish_task(fenced, TaskState.SUCCEEDED, now)
-            _task_event(fenced, "AttemptSucceeded", f"node:{node_id}", **event_fields)
+        _succeed_at_once(fenced, token, now, values, event_fields)
         charged = billing.settle(
             attempt_id=attempt_id, runtime_ms=runtime, charge=True, figures=fenced.figures
         )
@@ -474,15 +465,13 @@ def _requeue_task(task_id: int, node_id: int, now: datetime) -> None:
         current_attempt=None,
         version=F("version") + 1,
         available_at=backoff_until(attempts, now),
-        excluded_nodes=_concat_node(node_id),
+        excluded_nodes=exclude_node(node_id),
     )
 
 
-def _concat_node(node_id: int):
-    from django.db.models import Value
-    from django.db.models.functions import Concat
-
-    return Concat(F("excluded_nodes"), Value(f"{node_id},"))
+def exclude_node(node_id: int) -> Func:
+    """The task's exclusions with `node_id` appended (an UPDATE's value)."""
+    return Func(F("excluded_nodes"), Value(node_id), function="array_append")
 
 
 def _finish_task(fenced: Fenced, state: str, now: datetime) -> None:
@@ -490,7 +479,7 @@ def _finish_task(fenced: Fenced, state: str, now: datetime) -> None:
         cursor.execute(
             "UPDATE jobs_task SET state = %s, finished_at = %s, version = version + 1 "
             "WHERE id = %s AND current_attempt_id = %s",
-            [state, db_param(now), fenced.task_id, fenced.attempt_id],
+            [state, now, fenced.task_id, fenced.attempt_id],
         )
 
 
@@ -502,27 +491,7 @@ def job_count_finished(
 ) -> str | None:
     """Count finished tasks; the report that finishes the last task finishes the job."""
     assert counter in _COUNTERS
-    if connection.vendor == "postgresql":
-        return _count_and_finish(job_id, counter, now, by, submitter_id)
-    with connection.cursor() as cursor:
-        # The row lock taken by this UPDATE orders concurrent last reports: exactly one of
-        # them sees done == slices.
-        cursor.execute(
-            f"UPDATE jobs_job SET {counter} = {counter} + %s WHERE id = %s "  # noqa: S608
-            "RETURNING tasks_succeeded, tasks_failed, tasks_cancelled, slices",
-            [by, job_id],
-        )
-        succeeded, failed, cancelled, slices = cursor.fetchone()
-    if succeeded + failed + cancelled < slices:
-        return None
-    return job_finish(
-        job_id=job_id,
-        succeeded=succeeded,
-        failed=failed,
-        cancelled=cancelled,
-        now=now,
-        submitter_id=submitter_id,
-    )
+    return _count_and_finish(job_id, counter, now, by, submitter_id)
 
 
 # PostgreSQL: the count and, for the job's last task, the finish as one statement. `cur` locks
@@ -594,7 +563,7 @@ def job_finish(
     with connection.cursor() as cursor:
         cursor.execute(
             "UPDATE jobs_job SET state = %s, finished_at = %s WHERE id = %s AND state IN (%s, %s)",
-            [final, db_param(now), job_id, JobState.QUEUED, JobState.RUNNING],
+            [final, now, job_id, JobState.QUEUED, JobState.RUNNING],
         )
         won = cursor.rowcount == 1
     if not won:

@@ -5,8 +5,7 @@ order of priority, then fit (tasks that need more VRAM first, so a big GPU takes
 can do), then age; then the attempt, the task's new state and its event. Concurrent claimers skip
 each other's locked rows instead of queueing behind them. A small node picks the same task
 through the queue's size classes (jobs.size_class), so that a head of work too big for it is
-not read on every claim. On SQLite (the demo) writers are serialised by BEGIN IMMEDIATE, so the
-queue's statement without the locking clause is safe.
+not read on every claim.
 """
 
 import json
@@ -21,14 +20,13 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from computepool.rawsql import LAZY_COMMIT, commits_alone, insert_row, insert_select_lists
-from jobs.models import Attempt, JobState, TaskState, new_lease_token
+from computepool.rawsql import LAZY_COMMIT, commits_alone, insert_select_lists
+from jobs.models import Attempt, new_lease_token
 from jobs.node_profile import NodeProfile
 from ledger.errors import VersionConflict
 from ledger.event_sql import COLUMNS as EVENT_COLUMNS
 from ledger.event_sql import TABLE as EVENT_TABLE
 from ledger.event_sql import EventSql, SqlInt, event_sql
-from ledger.services import event_append
 from nodes.signing import sign
 
 _COLUMNS = """t.id, t.job_id, t."index", t.attempts, t.version, j.state, j.spec, j.kind,
@@ -44,7 +42,7 @@ def _squeezed(sql: str) -> str:
 # The hard gates a queued task can stop passing after its submission: it is claimed, cancelled,
 # or requeued with a backoff, the node that lost it excluded and an attempt spent.
 _LIVE_TERMS = """t.available_at <= %(now)s
-   AND (t.excluded_nodes NOT LIKE %(node_like)s OR t.available_at <= %(reprieve)s)
+   AND (NOT t.excluded_nodes @> ARRAY[%(node)s::bigint] OR t.available_at <= %(reprieve)s)
    AND (%(trusted)s OR (t.priority <= 0 AND t.attempts + 1 < t.max_attempts))"""
 # The gates fixed at submission, on the task's own (denormalised) columns.
 _FIT_TERMS = """t.cpu_cores <= %(cores)s
@@ -53,7 +51,7 @@ _FIT_TERMS = """t.cpu_cores <= %(cores)s
    AND t.gpu_count <= %(gpus)s
    AND t.min_compute_capability <= %(cc)s
    AND (t.region = '' OR t.region = %(region)s)
-   AND (t.tier_allow = '' OR t.tier_allow LIKE %(tier_like)s)
+   AND (t.tier_allow = '{}' OR t.tier_allow @> ARRAY[%(tier)s::varchar])
    AND t.price_ceiling >= %(price)s"""
 # Outside COALESCE only what an index reads: the queue's partial-index predicate and the VRAM
 # bound (an index condition of both queue indexes). The rest is one opaque term to the planner,
@@ -176,9 +174,9 @@ def claim_params(profile: NodeProfile, now: datetime) -> dict[str, Any]:
         "gpus": profile.gpu_count,
         "cc": profile.compute_capability,
         "region": profile.region,
-        "tier_like": f"%,{profile.tier},%",
+        "tier": profile.tier,
         "price": profile.price_per_s,
-        "node_like": f"%,{profile.node_id},%",
+        "node": profile.node_id,
         # A node that lost the task may take it again once it has waited this long for any
         # other: an exclusion steers a retry elsewhere, it must never strand the task (a fleet
         # of one, or every node having lost it once).
@@ -188,15 +186,8 @@ def claim_params(profile: NodeProfile, now: datetime) -> dict[str, Any]:
 
 
 def bucketed_params(profile: NodeProfile, now: datetime) -> dict[str, Any]:
-    """The parameters of a small node's pick (PostgreSQL: SQLite cannot bind the list)."""
+    """The parameters of a small node's pick."""
     return claim_params(profile, now) | {"buckets": profile.size_classes}
-
-
-def _select_task(profile: NodeProfile, now: datetime) -> tuple | None:
-    """SQLite: the claim's pick (the writer already holds the database: no locking clause)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_CLAIM_SQL, claim_params(profile, now))
-        return cursor.fetchone()
 
 
 def _signed_spec(
@@ -236,56 +227,14 @@ def task_claim(*, profile: NodeProfile) -> Lease | None:
     if not profile.can_claim:
         return None
     now = timezone.now()
-    if connection.vendor == "postgresql":
+    lease = _claim_in_one_statement(profile, now)
+    for pause in _HELD_PAUSES_S if profile.size_classes else ():
+        if lease is not None or not _queued_in(profile, now):
+            break
+        _pause(pause)
+        now = timezone.now()
         lease = _claim_in_one_statement(profile, now)
-        for pause in _HELD_PAUSES_S if profile.size_classes else ():
-            if lease is not None or not _queued_in(profile, now):
-                break
-            _pause(pause)
-            now = timezone.now()
-            lease = _claim_in_one_statement(profile, now)
-        return lease
-    with transaction.atomic():
-        row = _select_task(profile, now)
-        if row is None:
-            return None
-        task_id, job_id, index, attempts, version, job_state = row[:6]
-        attempt = _new_attempt(profile, now, task_id=task_id, number=attempts + 1)
-        insert_row(attempt)
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "UPDATE jobs_task SET state = %s, attempts = %s, version = %s, "
-                "current_attempt_id = %s WHERE id = %s",
-                [TaskState.LEASED, attempts + 1, version + 1, attempt.pk, task_id],
-            )
-        event_append(
-            stream=f"task:{task_id}",
-            type="TaskClaimed",
-            actor=f"node:{profile.node_id}",
-            expected_version=version,
-            payload=_claimed_payload(
-                profile,
-                attempt.lease_expires_at,
-                task_id=task_id,
-                job_id=job_id,
-                index=index,
-                attempt_id=attempt.pk,
-                number=attempt.number,
-            ),
-        )
-        if job_state == JobState.QUEUED:
-            _mark_job_running(job_id)
-    return _lease(row, attempt.pk, attempt.lease_token, attempt.lease_expires_at, now)
-
-
-def _new_attempt(profile: NodeProfile, now: datetime, **fields: Any) -> Attempt:
-    return Attempt(
-        node_id=profile.node_id,
-        leased_at=now,
-        lease_expires_at=now + lease_duration(),
-        price_per_s=profile.price_per_s,
-        **fields,
-    )
+    return lease
 
 
 def _claimed_payload(profile: NodeProfile, expires: datetime, **refs: Any) -> dict[str, Any]:
@@ -302,24 +251,22 @@ def _claimed_payload(profile: NodeProfile, expires: datetime, **refs: Any) -> di
 
 
 def _lease(row: tuple, attempt_id: int, token: str, expires: datetime, now: datetime) -> Lease:
-    spec = row[6]
-    if isinstance(spec, str):  # SQLite hands JSON back as text
-        spec = json.loads(spec)
+    # Django has psycopg hand jsonb back as text (its JSONField parses it): so must we.
+    spec = json.loads(row[6])
     full_spec, signature = _signed_spec(row=row, attempt_id=attempt_id, spec=spec, now=now)
     task_id, job_id = row[0], row[1]
     return Lease(attempt_id, task_id, job_id, token, expires, full_spec, signature)
 
 
-# PostgreSQL: the whole claim is one statement, so one round trip and no BEGIN/COMMIT: pick and
-# lock the task, insert its attempt, move it, record TaskClaimed and, for a job's first claim,
-# move the job and record JobStarted. Each part is what the SQLite path above does with
-# separate statements, and takes its locks in the same order (the task, then the job). The job's
-# CAS re-reads its row after any lock wait (READ COMMITTED), so of two first claims on one job
-# one moves it and records the event; JobStarted goes at the stream's end as `event_append`
-# puts it, and every other writer of a job's stream is ordered against this claim by the task
-# row it holds (a cancel locks the queued tasks first) or comes after the job's last claim.
-# JobStarted reads `claimed` so that TaskClaimed is written first and keeps the lower id, as in
-# the log the SQLite path writes (PostgreSQL runs unreferenced CTEs last, in no stated order).
+# The whole claim is one statement, so one round trip and no BEGIN/COMMIT: pick and lock the
+# task, insert its attempt, move it, record TaskClaimed and, for a job's first claim, move the
+# job and record JobStarted. The parts take their locks in one order (the task, then the job).
+# The job's CAS re-reads its row after any lock wait (READ COMMITTED), so of two first claims
+# on one job one moves it and records the event; JobStarted goes at the stream's end, and every
+# other writer of a job's stream is ordered against this claim by the task row it holds (a
+# cancel locks the queued tasks first) or comes after the job's last claim. JobStarted reads
+# `claimed` so that TaskClaimed is written first and keeps the lower id (PostgreSQL runs
+# unreferenced CTEs last, in no stated order).
 # A claim that is its own transaction commits lazily (`_LAZY_COMMIT`, below).
 _ONE_STATEMENT = _squeezed(
     """
@@ -398,7 +345,7 @@ def claim_statement(
     """PostgreSQL: the claim's one statement for `profile` at `now`, its parameters, and the
     attempt it inserts (its id is the row's last column); `lazy` for a statement that is its own
     transaction, which then commits without waiting for the WAL's flush. The attempt's columns are
-    `_new_attempt`'s: what the statement supplies (the task, the number, the lease's start,
+    a new attempt's: what the statement supplies (the task, the number, the lease's start,
     the node's price) are expressions, the node, the token and the expiry parameters, and every
     other column its default, written into the text once."""
     granted = NewAttempt(new_lease_token(), now + lease_duration())
@@ -470,17 +417,3 @@ def _claim_in_one_statement(profile: NodeProfile, now: datetime) -> Lease | None
     if row is None:
         return None
     return _lease(row, row[-1], granted.lease_token, granted.lease_expires_at, now)
-
-
-def _mark_job_running(job_id: int) -> None:
-    # Compare-and-set: of two first claims on one job's tasks, one moves it and writes the event.
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE jobs_job SET state = %s WHERE id = %s AND state = %s",
-            [JobState.RUNNING, job_id, JobState.QUEUED],
-        )
-        won = cursor.rowcount == 1
-    if won:
-        event_append(
-            stream=f"job:{job_id}", type="JobStarted", actor="system", payload={"job_id": job_id}
-        )

@@ -18,7 +18,7 @@ from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from jobs import billing
-from jobs.attempts import _concat_node, backoff_until, job_count_finished
+from jobs.attempts import backoff_until, exclude_node, job_count_finished
 from jobs.claim import lease_duration
 from jobs.models import ACTIVE_ATTEMPT_STATES, Attempt, AttemptState, Task, TaskState
 from jobs.wakeup import notify_work
@@ -29,7 +29,7 @@ REAP_BATCH = 500
 logger = logging.getLogger(__name__)
 
 
-# One statement, on PostgreSQL and SQLite alike: extend the node's live leases among the
+# One statement: extend the node's live leases among the
 # tokens and say, for each, whether it must stop: its own cancel flag, or its job's (an attempt
 # no cancel could flag, jobs.cancellation). The UPDATE re-checks each row under its lock, so an
 # attempt that ended meanwhile is not extended and is reported gone.
@@ -86,10 +86,8 @@ def leases_reclaim_offline(node_ids: list[int]) -> None:
     """Offline hook: the nodes left service; every lease they held goes back to the queue.
 
     Runs inside the transaction that moved them (one of the reaper's batches)."""
-    nodes: Any = node_ids
-    if connection.vendor == "postgresql":
-        # One array parameter rather than one per node: a reaper's batch has thousands.
-        nodes = RawSQL("SELECT unnest(%s::bigint[])", (list(node_ids),))
+    # One array parameter rather than one per node: a reaper's batch has thousands.
+    nodes = RawSQL("SELECT unnest(%s::bigint[])", (list(node_ids),))
     lost = list(
         Attempt.objects.select_for_update(skip_locked=True)
         .filter(state__in=ACTIVE_ATTEMPT_STATES, node_id__in=nodes)
@@ -195,7 +193,7 @@ def _lose(attempt_ids: list[int], *, reason: str, now: datetime) -> list[tuple[i
             changes.update(
                 state=TaskState.QUEUED,
                 available_at=backoff_until(attempts, now),
-                excluded_nodes=_concat_node(node_id),
+                excluded_nodes=exclude_node(node_id),
             )
         Task.objects.filter(pk=task_id).update(**changes)
         event_append(

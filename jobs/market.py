@@ -82,7 +82,7 @@ def _demand(tier: str, group: _Group) -> int:
             gpu_count__lte=group.gpus,
             min_compute_capability__lte=group.cc,
         )
-        .filter(Q(tier_allow="") | Q(tier_allow__contains=f",{tier},"))
+        .filter(Q(tier_allow=[]) | Q(tier_allow__contains=[tier]))
         .filter(Q(region="") | Q(region__in=group.countries))
         .count()
     )

@@ -8,6 +8,8 @@ can report progress, logs, completion or failure (fencing): a stale token change
 import secrets
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -128,8 +130,8 @@ class Task(models.Model):
     ram_mb = models.PositiveIntegerField(default=512)
     disk_mb = models.PositiveIntegerField(default=256)
     gpu_count = models.PositiveSmallIntegerField(default=0)
-    # ",rtx-4090,rtx-3090," or "" for any tier: a LIKE test that SQLite and PostgreSQL share.
-    tier_allow = models.CharField(max_length=500, blank=True)
+    # The GPU tiers the job allows; empty for any tier.
+    tier_allow = ArrayField(models.CharField(max_length=32), default=list, blank=True)
     min_compute_capability = models.PositiveSmallIntegerField(default=0)
     region = models.CharField(max_length=2, blank=True)
     price_ceiling = models.PositiveIntegerField()
@@ -137,8 +139,8 @@ class Task(models.Model):
     max_attempts = models.PositiveSmallIntegerField(default=3)
     # Backoff: a requeued task is claimable again only after this.
     available_at = models.DateTimeField(default=timezone.now)
-    # Nodes that lost or failed this task, never handed it again: ",3,17," (a LIKE test).
-    excluded_nodes = models.TextField(default=",", blank=True)
+    # Nodes that lost or failed this task, not handed it again until the exclusion's grace ends.
+    excluded_nodes = ArrayField(models.BigIntegerField(), default=list, blank=True)
     current_attempt = models.ForeignKey(
         "Attempt", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -168,6 +170,13 @@ class Task(models.Model):
                 fields=["size_class", "-priority", "-min_vram_mb", "id"],
                 name="task_claim_bucket",
                 condition=Q(state="queued"),
+            ),
+            # The market's demand by tier (tier_allow @> ARRAY[tier]) among queued tasks that
+            # name tiers at all: most allow any tier and stay out of it.
+            GinIndex(
+                fields=["tier_allow"],
+                name="task_tier_allow",
+                condition=Q(state="queued") & ~Q(tier_allow=[]),
             ),
         ]
 

@@ -21,8 +21,8 @@ class Submitted:
     created: bool  # False: an idempotent replay returned the original job
 
 
-def _tier_allow(tiers: list[str]) -> str:
-    return "," + ",".join(sorted(set(tiers))) + "," if tiers else ""
+def _tier_allow(tiers: list[str]) -> list[str]:
+    return sorted(set(tiers))
 
 
 def _spec(data: dict[str, Any]) -> dict[str, Any]:

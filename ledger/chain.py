@@ -6,8 +6,7 @@ one that took id 11 would be skipped by a sealer that already passed 11. On Post
 records its transaction id (a trigger sets it), and a pass seals only events whose transaction is
 older than the oldest one still open in this database: that set can no longer grow, so nothing is
 ever skipped. A pass takes the events between the previous pass's horizon and its own, in id
-order. On SQLite, writers are serialised (BEGIN IMMEDIATE), ids follow commit order, and the last
-sealed id is the horizon.
+order.
 """
 
 import bisect
@@ -44,10 +43,6 @@ def event_digest(event: Event | LoggedEvent) -> bytes:
 
 def link_hash(previous: str, event: Event | LoggedEvent) -> str:
     return sha256_hex(previous.encode() + b"\n" + event_digest(event))
-
-
-def _is_postgres() -> bool:
-    return connection.vendor == "postgresql"
 
 
 # The oldest transaction still open in THIS database, as a 64-bit txid. pg_stat_activity shows
@@ -96,21 +91,14 @@ class SealResult:
 def chain_seal(*, limit: int = 5000) -> SealResult:
     """Seal the next events into the chain. Idempotent: with nothing new it writes nothing."""
     with transaction.atomic():
-        if _is_postgres():
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_SEAL_LOCK_KEY])
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_SEAL_LOCK_KEY])
         last = SealBatch.objects.order_by("-id").first()
         head = last.head_hash if last else GENESIS
         seq = (last.last_seq or 0) if last else 0
-        if _is_postgres():
-            previous = (last.horizon_txid or 0) if last else 0
-            horizon = _pg_horizon(previous, limit)
-            events = list(Event.objects.filter(txid__gte=previous, txid__lt=horizon).order_by("id"))
-            batch_fields = {"horizon_txid": horizon}
-        else:
-            after = (last.last_event_id or 0) if last else 0
-            events = list(Event.objects.filter(id__gt=after).order_by("id")[:limit])
-            batch_fields = {"last_event_id": events[-1].id if events else after}
+        previous = (last.horizon_txid or 0) if last else 0
+        horizon = _pg_horizon(previous, limit)
+        events = list(Event.objects.filter(txid__gte=previous, txid__lt=horizon).order_by("id"))
         if not events:
             return SealResult(0, head, None)
         seals = []
@@ -124,7 +112,7 @@ def chain_seal(*, limit: int = 5000) -> SealResult:
             count=len(seals),
             head_hash=head,
             sealed_at=timezone.now(),
-            **batch_fields,
+            horizon_txid=horizon,
         )
         EventSeal.objects.bulk_create(
             EventSeal(seq=s, event=e, batch=batch, hash=h) for s, e, h in seals
@@ -163,9 +151,7 @@ class ChainCheck:
     def _below_horizon(self, event: LoggedEvent) -> bool:
         if self.last is None:
             return False
-        if _is_postgres():
-            return event.txid is not None and event.txid < (self.last.horizon_txid or 0)
-        return event.id <= (self.last.last_event_id or 0)
+        return event.txid is not None and event.txid < (self.last.horizon_txid or 0)
 
     def _check(self, seq: int, previous: str, stored: str, event: LoggedEvent) -> None:
         if link_hash(previous, event) != stored:

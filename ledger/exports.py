@@ -140,12 +140,7 @@ def export_sha256(export: CashoutExport) -> str:
 
 
 def _lines_write(export_id: int, lines: list[_Line]) -> None:
-    """Store a batch of an export's lines: one COPY on PostgreSQL, batched INSERTs elsewhere."""
-    if connection.vendor != "postgresql":
-        CashoutExportLine.objects.bulk_create(
-            CashoutExportLine(export_id=export_id, **line._asdict()) for line in lines
-        )
-        return
+    """Store a batch of an export's lines with one COPY."""
     meta = CashoutExportLine._meta
     columns = ", ".join(meta.get_field(name).column for name in ("export", *_LINE_FIELDS))
     with (
@@ -174,9 +169,8 @@ def cashout_export_create(
     if period_from >= period_to:
         raise DomainError("the period is empty: from must be before to", fields={"to": ["> from"]})
     with transaction.atomic():
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_EXPORT_LOCK_KEY])
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_EXPORT_LOCK_KEY])
         # Read after the lock: a fresh snapshot that sees every earlier export's lines.
         candidates = Cashout.objects.filter(
             status__in=[CashoutStatus.APPROVED, CashoutStatus.PAID],

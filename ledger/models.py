@@ -65,7 +65,7 @@ class Event(AppendOnlyModel):
     idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     # sha256 of the canonical (stream, type, payload): tells a replay from a conflicting reuse.
     fingerprint = models.CharField(max_length=64)
-    # The writing transaction's id, set by a trigger on PostgreSQL (NULL on SQLite). The sealer
+    # The writing transaction's id, set by a trigger. The sealer
     # reads only below the oldest open transaction, so a late commit is never skipped.
     txid = models.BigIntegerField(null=True, blank=True)
     recorded_at = models.DateTimeField(default=timezone.now)
@@ -92,10 +92,8 @@ class SealBatch(AppendOnlyModel):
     """One sealing pass: everything below its horizon is sealed, in id order within the pass."""
 
     id = models.BigAutoField(primary_key=True)
-    # PostgreSQL: every event whose txid < horizon_txid is sealed by this or an earlier batch.
+    # Every event whose txid < horizon_txid is sealed by this or an earlier batch.
     horizon_txid = models.BigIntegerField(null=True, blank=True)
-    # SQLite (writers serialised, ids in commit order): every event with id <= this is sealed.
-    last_event_id = models.BigIntegerField(null=True, blank=True)
     first_seq = models.BigIntegerField(null=True, blank=True)
     last_seq = models.BigIntegerField(null=True, blank=True)
     count = models.PositiveIntegerField(default=0)

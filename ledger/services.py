@@ -177,12 +177,7 @@ def _twin_of_key(exc: IntegrityError, stream: str, key: str) -> bool:
     count. Read from the constraint's name, not the message (which quotes the key)."""
     cause = exc.__cause__
     name = getattr(getattr(cause, "diag", None), "constraint_name", None)
-    if name is None:  # SQLite: "UNIQUE constraint failed: ledger_event.idempotency_key"
-        text = str(exc)
-        on_key = text.endswith(".idempotency_key")
-        on_version = "ledger_event.stream, ledger_event.version" in text
-    else:
-        on_key, on_version = name == "event_idempotency_key", name == "event_stream_version"
+    on_key, on_version = name == "event_idempotency_key", name == "event_stream_version"
     return on_key or (on_version and key in stream)
 
 
@@ -236,7 +231,7 @@ def events_append_bulk(events: Sequence[NewEvent]) -> int:
         fingerprint = sha256_hex(before + canonical_json(new.stream) + after)
         rows.append((new, schema_version, payload_json, fingerprint))
     try:
-        if connection.vendor == "postgresql" and len(rows) >= _COPY_FROM:
+        if len(rows) >= _COPY_FROM:
             _copy_events(rows)
         else:
             Event.objects.bulk_create(
@@ -466,7 +461,7 @@ def entry_post(
     )
     if event.replayed:
         return Entry.objects.get(event=event)
-    if connection.vendor == "postgresql" and not _debits_derived(legs):
+    if not _debits_derived(legs):
         return _entry_post_at_once(kind=kind, legs=legs, event=event)
     _insert(event)
     entry = writes.entry_insert(event=event, kind=kind, legs=legs)

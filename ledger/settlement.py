@@ -142,8 +142,6 @@ def holds_lock(job_ids: Iterable[int], *, releasing_to: Iterable[int] = ()) -> N
     reaper's connections run at once) may end jobs of the same two submitters in opposite
     orders."""
     codes = sorted({job_held_code(job_id) for job_id in job_ids})
-    if not connection.features.has_select_for_update:
-        return  # SQLite serialises writers
     accounts = sorted({available_code(user_id) for user_id in releasing_to})
     # The holds even when there is one: the accounts come after them, as in a completion.
     for batch in (codes, accounts):
@@ -333,8 +331,8 @@ def _lock_hold(*, job_id: int, operator_id: int, key: str, when: datetime, fresh
     unless the caller knows it cannot be (`fresh`). That lookup must be a statement of its own:
     one that waited for the lock still reads with the snapshot it started with, and would miss
     the twin it waited for."""
-    sql = _HOLD_LOCK + (" FOR UPDATE OF h" if connection.features.has_select_for_update else "")
-    at = connection.ops.adapt_datetimefield_value(when)
+    sql = _HOLD_LOCK + " FOR UPDATE OF h"
+    at = when
     with connection.cursor() as cursor:
         cursor.execute(sql, [at, at, earnings_code(operator_id), REVENUE, job_held_code(job_id)])
         row = cursor.fetchone()

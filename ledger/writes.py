@@ -197,7 +197,6 @@ def balance_add(account_id: int, delta: int) -> bool:
 def account_from_row(row: Sequence) -> Account:
     """An Account from the columns of ACCOUNT_COLUMNS, in that order."""
     values = list(row)
-    values[6], values[7] = bool(values[6]), bool(values[7])  # SQLite hands back 0/1
     return Account.from_db(connection.alias, ACCOUNT_COLUMNS, values)
 
 
@@ -210,8 +209,7 @@ def account_lock_with(code: str, other: str) -> tuple[Account | None, Account | 
         f"SELECT {columns} FROM ledger_account l "  # noqa: S608 - column names are ours
         "LEFT JOIN ledger_account o ON o.code = %s WHERE l.code = %s"
     )
-    if connection.features.has_select_for_update:
-        sql += " FOR UPDATE OF l"
+    sql += " FOR UPDATE OF l"
     with connection.cursor() as cursor:
         cursor.execute(sql, [other, code])
         row = cursor.fetchone()

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The demo on the embedded default: SQLite and a filesystem broker, no services needed.
+# The demo on the embedded default: an embedded PostgreSQL and a filesystem broker, no services
+# needed.
 # Starts the hub, a Celery worker and beat, a local agent; submits sample jobs, shows them
 # complete with the ledger balanced, and leaves the hub up to browse.
 #   bash scripts/demo.sh          start (stopping an earlier demo first)
@@ -13,7 +14,8 @@ VAR="$ROOT/var/demo"
 RUN="$VAR/run"
 LOG="$VAR/log"
 
-# The embedded default: whatever the shell has set, the demo uses SQLite and the file broker.
+# The embedded default: whatever the shell has set, the demo uses the embedded PostgreSQL under
+# var/demo/pgdata (settings find it there with no DATABASE_URL) and the file broker.
 unset DATABASE_URL CELERY_BROKER_URL REDIS_URL
 export COMPUTEPOOL_VAR_DIR="$VAR" DEBUG=1 LOG_LEVEL="${LOG_LEVEL:-INFO}"
 # Short intervals so the demo shows liveness and sealing within seconds.
@@ -37,6 +39,9 @@ stop_all() {
 
 if [ "${1:-}" = stop ]; then
   stop_all
+  if [ -x "$PY" ] && "$PY" -m computepool.embedded_db stop "$VAR/pgdata"; then
+    echo "stopped the embedded PostgreSQL"
+  fi
   exit 0
 fi
 
@@ -53,7 +58,8 @@ bash scripts/bootstrap.sh base
 stop_all
 mkdir -p "$RUN" "$LOG"
 
-step "Database: migrating the embedded SQLite file ($VAR/computepool.sqlite3)"
+step "Database: the embedded PostgreSQL ($VAR/pgdata), migrated"
+"$PY" -m computepool.embedded_db start "$VAR/pgdata"
 manage migrate --noinput | tail -n 1
 manage collectstatic --noinput >/dev/null
 manage setup_periodic_tasks

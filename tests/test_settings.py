@@ -14,7 +14,7 @@ def start(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess:
     base = {
         k: v
         for k, v in os.environ.items()
-        if k not in {"DATABASE_URL", "CELERY_BROKER_URL", "DEBUG", "SECRET_KEY", "REDIS_URL"}
+        if k not in {"CELERY_BROKER_URL", "DEBUG", "SECRET_KEY", "REDIS_URL"}
     }
     base.update({"COMPUTEPOOL_VAR_DIR": str(tmp_path), "DEBUG": "1", **env})
     return subprocess.run(
@@ -34,7 +34,7 @@ def start(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess:
         ({"DEBUG": "0"}, "SECRET_KEY must be set"),
         (
             {"DATABASE_URL": "mysql://root@localhost/x"},
-            "DATABASE_URL must be a sqlite:// or postgres://",
+            "DATABASE_URL must be a postgres:// URL",
         ),
         ({"DATABASE_URL": "not a url"}, "DATABASE_URL"),
         ({"CONN_MAX_AGE": "forever"}, "CONN_MAX_AGE='forever' is not an integer"),
@@ -49,7 +49,45 @@ def test_it_refuses_a_bad_value_by_name(env, message, tmp_path):
     assert message in result.stderr
 
 
-def test_the_embedded_default_needs_no_services(tmp_path):
-    result = start({}, tmp_path)
-    assert result.returncode == 0, result.stderr
-    assert (tmp_path / "broker" / "out").is_dir()
+def test_without_a_database_url_it_uses_the_embedded_postgresql(tmp_path):
+    # No URL and no embedded server running: one line that says how to start it.
+    result = start({"DATABASE_URL": ""}, tmp_path)
+    assert result.returncode != 0
+    assert "no embedded PostgreSQL runs on" in result.stderr
+    assert "python -m computepool.embedded_db start" in result.stderr
+    # Started, it is found from its own postmaster.pid: no URL to copy, no service needed.
+    pgdata = tmp_path / "pgdata"
+    started = subprocess.run(
+        [sys.executable, "-m", "computepool.embedded_db", "start", str(pgdata)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    try:
+        assert started.returncode == 0, started.stderr
+        url = started.stdout.strip()
+        assert url.startswith("postgres://postgres@/computepool?host=")
+        migrate = subprocess.run(
+            [sys.executable, "manage.py", "migrate", "--noinput"],
+            cwd=ROOT,
+            env={**_without_database(), "COMPUTEPOOL_VAR_DIR": str(tmp_path), "DEBUG": "1"},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert migrate.returncode == 0, migrate.stderr
+        assert (tmp_path / "broker" / "out").is_dir()
+    finally:
+        subprocess.run(
+            [sys.executable, "-m", "computepool.embedded_db", "stop", str(pgdata)],
+            cwd=ROOT,
+            timeout=120,
+            check=False,
+        )
+    assert not (pgdata / "postmaster.pid").exists()
+
+
+def _without_database() -> dict[str, str]:
+    skip = {"DATABASE_URL", "CELERY_BROKER_URL", "DEBUG", "SECRET_KEY", "REDIS_URL"}
+    return {k: v for k, v in os.environ.items() if k not in skip}

@@ -1,8 +1,8 @@
 """Compare-and-set on node rows, returning the stream version the change took.
 
 Django's update() cannot return values, and a transition must know the version its event takes
-without a second query, so these are UPDATE … RETURNING statements (PostgreSQL, and SQLite
-3.35+). Column names come from the model, never from input.
+without a second query, so these are UPDATE … RETURNING statements. Column names come from
+the model, never from input.
 """
 
 from collections.abc import Sequence
@@ -50,25 +50,6 @@ def cas_update(
     return row[0] if row else None
 
 
-def transition_due(
-    *, from_state: str, to_state: str, deadline: str, now: datetime
-) -> list[tuple[int, int]]:
-    """Move every node in `from_state` whose `deadline` column has passed to `to_state`, in one
-    statement; [(node id, new stream version)] of the rows that moved."""
-    table = connection.ops.quote_name(Node._meta.db_table)
-    state, version = _column("state"), _column("event_version")
-    sql = (
-        f"UPDATE {table} SET {state} = %s, {_column('state_changed_at')} = %s, "  # noqa: S608
-        f"{version} = {version} + 1 "
-        f"WHERE {state} = %s AND {_column(deadline)} < %s "
-        f"RETURNING {_column('id')}, {version}"
-    )
-    stamp = _prepared("state_changed_at", now)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [to_state, stamp, from_state, stamp])
-        return cursor.fetchall()
-
-
 def transition_due_logged(
     *,
     from_states: Sequence[str],
@@ -80,7 +61,8 @@ def transition_due_logged(
     limit: int,
     unless_past: str | None = None,
 ) -> list[int]:
-    """PostgreSQL: `transition_due` and its events in one statement, for at most `limit` nodes.
+    """Move the nodes in `from_states` whose `deadline` column has passed to `to_state`, with
+    their events, in one statement, for at most `limit` nodes.
     Nodes also past the `unless_past` deadline are left alone (the degraded pass leaves a node
     that is due to go offline to the offline pass, even one that pass skipped as locked).
 

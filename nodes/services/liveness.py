@@ -14,22 +14,20 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from computepool.rawsql import LAZY_COMMIT, commits_alone, db_param
-from ledger.services import NewEvent, events_append_bulk
+from computepool.rawsql import LAZY_COMMIT, commits_alone
 from nodes.errors import NodeStateConflict
 from nodes.hooks import heartbeat_contributions, notify_offline
 from nodes.models import LIVE_STATES, Node, NodeState
 from nodes.services.cas import (
     append_node_events,
     cas_update,
-    transition_due,
     transition_due_logged,
 )
 from nodes.services.lifecycle import node_capabilities_update
 from nodes.services.quarantine import Rule, node_quarantine
 
 REAPER = "system:reaper"
-# Nodes moved per transaction by the reaper on PostgreSQL: short transactions, and a bounded list
+# Nodes moved per transaction by the reaper: short transactions, and a bounded list
 # of ids for the offline hook.
 REAP_BATCH = 10_000
 _MISSED = "missed_heartbeats"
@@ -139,7 +137,7 @@ def _beat(
         with connection.cursor() as cursor:
             cursor.execute(
                 _BEAT_LAZY_COMMIT if commits_alone() else _BEAT,
-                [db_param(now), db_param(degraded_after), db_param(offline_after),
+                [now, degraded_after, offline_after,
                  ops.adapt_json_value(load, None), ops.adapt_json_value(gpus, None), throttled,
                  node.pk, node.state],
             )  # fmt: skip
@@ -204,18 +202,12 @@ def nodes_reap(*, now: datetime | None = None) -> ReapResult:
     a second run at the same moment finds nothing due and writes nothing.
 
     Offline first: a node past both deadlines goes straight to offline (one event), and the
-    degraded pass then no longer sees it. On PostgreSQL each pass moves at most REAP_BATCH nodes
-    per transaction, their events written by the same statement (`transition_due_logged`), and
-    the offline hook runs in each batch's transaction with that batch's nodes; elsewhere (the
-    embedded SQLite) everything is one transaction.
+    degraded pass then no longer sees it. Each pass moves at most REAP_BATCH nodes per
+    transaction, their events written by the same statement (`transition_due_logged`), and
+    the offline hook runs in each batch's transaction with that batch's nodes.
     """
     now = now or timezone.now()
-    if connection.vendor == "postgresql":
-        return _reap_batched(now)
-    return _reap_at_once(now)
 
-
-def _reap_batched(now: datetime) -> ReapResult:
     def drain(from_states: tuple[str, ...], to_state: str, deadline: str) -> int:
         moved = 0
         while True:
@@ -267,36 +259,3 @@ def _in_parallel(workers: int, drain: Any, *args: Any) -> int:
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reaper") as pool:
         return sum(f.result() for f in [pool.submit(one) for _ in range(workers)])
-
-
-def _reap_at_once(now: datetime) -> ReapResult:
-    events: list[NewEvent] = []
-    offline: list[int] = []
-    with transaction.atomic():
-        for from_state in LIVE_STATES:
-            payload = {"from": from_state, "to": NodeState.OFFLINE, "reason": _MISSED}
-            for node_id, version in transition_due(
-                from_state=from_state,
-                to_state=NodeState.OFFLINE,
-                deadline="offline_after",
-                now=now,
-            ):
-                offline.append(node_id)
-                events.append(
-                    NewEvent(f"node:{node_id}", version, "NodeStateChanged", payload, REAPER)
-                )
-        payload = {"from": NodeState.ONLINE, "to": NodeState.DEGRADED, "reason": _MISSED}
-        degraded = transition_due(
-            from_state=NodeState.ONLINE,
-            to_state=NodeState.DEGRADED,
-            deadline="degraded_after",
-            now=now,
-        )
-        events.extend(
-            NewEvent(f"node:{node_id}", version, "NodeStateChanged", payload, REAPER)
-            for node_id, version in degraded
-        )
-        if events:
-            events_append_bulk(events)
-        notify_offline(offline)
-    return ReapResult(degraded=len(degraded), offline=len(offline))

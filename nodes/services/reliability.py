@@ -16,7 +16,6 @@ from django.db.models import F, FloatField, Func, Q, Value
 from django.db.models.functions import Power
 from django.utils import timezone
 
-from computepool.rawsql import db_datetime, db_param
 from nodes.models import PRIOR_ALPHA, PRIOR_BETA, Node, NodeState
 from nodes.services.cas import append_node_events
 from nodes.services.quarantine import Rule, node_quarantine
@@ -128,35 +127,11 @@ def node_success_sql(*, node_id: int, now: datetime) -> tuple[str, dict[str, Any
 
 def _record_success(node_id: int, now: datetime) -> Outcome | None:
     """A success moves only the posterior and ends the failure streak. Every completed task
-    pays this. On PostgreSQL it is one UPDATE that decays and counts in SQL; elsewhere a
-    compare-and-set on the read it started from (two statements), which reads again if another
-    outcome got in between. None after a few lost races: the caller takes the row lock."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(*node_success_sql(node_id=node_id, now=now))
-            row = cursor.fetchone()
-        return Outcome(row[0], row[1], False) if row else None
+    pays this: one UPDATE that decays and counts in SQL. None when the node has no row."""
     with connection.cursor() as cursor:
-        for _ in range(5):
-            cursor.execute(
-                "SELECT rel_alpha, rel_beta, reliability_at, cooldown_until FROM nodes_node "
-                "WHERE id = %s",
-                [node_id],
-            )
-            alpha, beta, since, cooldown_until = cursor.fetchone()
-            elapsed = (now - db_datetime(since)).total_seconds()
-            new_alpha, new_beta = decay(alpha, beta, elapsed)
-            new_alpha += 1.0
-            reliability = mean(new_alpha, new_beta)
-            cursor.execute(
-                "UPDATE nodes_node SET rel_alpha = %s, rel_beta = %s, reliability = %s, "
-                "reliability_at = %s, consecutive_failures = 0 "
-                "WHERE id = %s AND rel_alpha = %s AND rel_beta = %s AND reliability_at = %s",
-                [new_alpha, new_beta, reliability, db_param(now), node_id, alpha, beta, since],
-            )  # fmt: skip
-            if cursor.rowcount == 1:
-                return Outcome(reliability, db_datetime(cooldown_until), False)
-    return None
+        cursor.execute(*node_success_sql(node_id=node_id, now=now))
+        row = cursor.fetchone()
+    return Outcome(row[0], row[1], False) if row else None
 
 
 def _error_rate_check(node: Node, *, actor: str, now: datetime) -> bool:
@@ -180,7 +155,7 @@ def _error_rate_check(node: Node, *, actor: str, now: datetime) -> bool:
 
 
 class SecondsSince(Func):
-    """now − a datetime column, in seconds, as a float: the one vendor-specific expression."""
+    """now − a datetime column, in seconds, as a float."""
 
     output_field = FloatField()
 
@@ -193,15 +168,6 @@ class SecondsSince(Func):
             connection,
             template="EXTRACT(EPOCH FROM (%(expressions)s))",
             arg_joiner=" - ",
-            **extra,
-        )
-
-    def as_sqlite(self, compiler, connection, **extra):
-        return self.as_sql(
-            compiler,
-            connection,
-            template="((julianday(%(expressions)s)) * 86400.0)",
-            arg_joiner=") - julianday(",
             **extra,
         )
 

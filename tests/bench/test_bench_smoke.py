@@ -17,7 +17,6 @@ import pytest
 pytestmark = [pytest.mark.postgres, pytest.mark.e2e]
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
 PREFIX = f"benchsmoke_{os.getpid()}_"
 
 # (script, arguments, what its output must say): bench/run_all.sh's scripts, each with its item's
@@ -72,7 +71,9 @@ RUNS = [
 
 
 def _drop_ours() -> None:
-    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
+    from bench.common import db_url
+
+    with psycopg.connect(db_url("postgres"), autocommit=True) as conn:
         names = [
             row[0]
             for row in conn.execute(

@@ -28,7 +28,8 @@ OWNER = "owner"  # in a cluster's directory: "<pid> <start time>" of the process
 
 def find_bindir() -> Path | None:
     """Where initdb and pg_ctl are: $PG_BINDIR, then PATH, then `pg_config --bindir`, then the
-    newest /usr/lib/postgresql/<major>/bin (Debian keeps them off PATH)."""
+    newest /usr/lib/postgresql/<major>/bin (Debian keeps them off PATH), then the embedded
+    PostgreSQL's own (a machine with no system server)."""
     candidates = []
     if os.environ.get("PG_BINDIR"):
         candidates.append(Path(os.environ["PG_BINDIR"]))
@@ -45,6 +46,10 @@ def find_bindir() -> Path | None:
         return int(path.parent.name) if path.parent.name.isdigit() else 0
 
     candidates += sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=major, reverse=True)
+    with contextlib.suppress(ImportError):
+        from computepool.embedded_db import _bindir
+
+        candidates.append(_bindir())
     for bindir in candidates:
         if (bindir / "initdb").is_file() and (bindir / "pg_ctl").is_file():
             return bindir
@@ -102,17 +107,19 @@ class PrivateCluster:
         self.data = self.root / "data"
         self.host, self.port = "127.0.0.1", 0
         self.setup_s = 0.0  # initdb to a migrated database, for reports
-        # initdb and the server refuse to run as root: they run as the postgres OS user, who
-        # then owns the directory.
+        # initdb and the server refuse to run as root: they run as the postgres OS user (or,
+        # with no system server, the embedded server's own), who then owns the directory.
         self._as: list[str] = []
         if os.geteuid() == 0:
-            try:
-                owner = pwd.getpwnam("postgres")
-            except KeyError:
+            owner = None
+            for name in ("postgres", "embedded_postgres"):
+                with contextlib.suppress(KeyError):
+                    owner = owner or pwd.getpwnam(name)
+            if owner is None:
                 shutil.rmtree(self.root)
-                raise RuntimeError("initdb refuses root, and there is no postgres user") from None
+                raise RuntimeError("initdb refuses root, and there is no postgres user")
             os.chown(self.root, owner.pw_uid, owner.pw_gid)
-            self._as = ["runuser", "-u", "postgres", "--"]
+            self._as = ["runuser", "-u", owner.pw_name, "--"]
 
     def _run(self, tool: str, *args: str, timeout: float = PG_CTL_TIMEOUT_S + 30) -> None:
         """Run a PostgreSQL tool with its output appended to the log: a server it starts keeps

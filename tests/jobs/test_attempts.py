@@ -126,7 +126,7 @@ def test_an_expired_lease_is_reaped_requeued_and_fenced(leased, bob):
     assert leases_reap() == 1
     assert leases_reap() == 0  # idempotent
     task = Task.objects.get()
-    assert task.state == "queued" and f",{node.pk}," in task.excluded_nodes
+    assert task.state == "queued" and node.pk in task.excluded_nodes
     assert task.available_at > timezone.now()
     assert Event.objects.filter(type="AttemptLost").count() == 1
     assert verify_ledger(check_chain=False).ok
@@ -186,7 +186,7 @@ def test_a_lost_lease_counts_against_its_node_once_the_loss_is_committed(
     Attempt.objects.update(lease_expires_at=timezone.now() - timedelta(seconds=1))
     leases_reap()  # its own transaction: blamed right after it
     assert Node.objects.get(pk=node.pk).consecutive_failures == 1
-    Task.objects.update(available_at=timezone.now(), excluded_nodes="")
+    Task.objects.update(available_at=timezone.now(), excluded_nodes=[])
     # The offline hook runs inside the node's transition: blamed when that commits.
     from jobs.claim import task_claim
     from jobs.node_profile import profile_for
@@ -229,7 +229,7 @@ def test_a_lease_found_long_after_it_ended_is_not_the_nodes_failure(leased, bob)
     assert leases_reap(now=now) == 1
     assert Node.objects.get(pk=node.pk).consecutive_failures == 0
     # On time, with the hub hearing, the same loss counts.
-    Task.objects.update(available_at=now, excluded_nodes="")
+    Task.objects.update(available_at=now, excluded_nodes=[])
     from jobs.claim import task_claim
     from jobs.node_profile import profile_for
 

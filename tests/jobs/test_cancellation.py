@@ -23,8 +23,7 @@ def test_a_large_cancel_is_a_few_statements_and_an_event_per_task(alice):
         result = job_cancel(job=job, actor=f"user:{alice.pk}")
     assert result.queued_cancelled == 1200 and result.job_state == "cancelled"
     # Two statements per task (2,400 here) held every task's lock for seconds on a large job;
-    # now it is batches: an UPDATE per 900 tasks, the events as one COPY (PostgreSQL) or
-    # as INSERTs of as many rows as SQLite binds.
+    # now it is batches: an UPDATE per 900 tasks, the events written together.
     assert len(statements.captured_queries) <= 60, len(statements.captured_queries)
     tasks = Task.objects.filter(job=job)
     assert {t.state for t in tasks} == {"cancelled"}

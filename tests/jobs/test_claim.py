@@ -240,11 +240,11 @@ def test_a_claim_whose_event_version_is_taken_writes_nothing_and_says_so(submitt
 def test_the_claims_attempt_row_is_the_one_the_orm_would_store(submitter, bob):
     # The one-statement claim writes the attempt's defaults as literals of its text: every
     # column it does not set must hold what `save()` stores for a field left unset, and the
-    # rest what the SQLite path's `_new_attempt` gives.
+    # rest the lease: the node, its price, the task's next number, the lease's start and end.
     from django.utils import timezone
 
     from jobs.billing import node_price
-    from jobs.claim import _new_attempt
+    from jobs.claim import lease_duration
     from jobs.node_profile import profile_for
 
     submit(submitter)
@@ -252,10 +252,15 @@ def test_the_claims_attempt_row_is_the_one_the_orm_would_store(submitter, bob):
     lease = claim(agent).json()
     stored = Attempt.objects.get(pk=lease["attempt_id"])
     task = Task.objects.get(pk=stored.task_id)
-    expected = _new_attempt(
-        profile_for(node), stored.leased_at, task_id=task.pk, number=task.attempts
+    expected = Attempt(
+        node_id=node.pk,
+        task_id=task.pk,
+        number=task.attempts,
+        leased_at=stored.leased_at,
+        lease_expires_at=stored.leased_at + lease_duration(),
+        price_per_s=profile_for(node).price_per_s,
+        lease_token=stored.lease_token,
     )
-    expected.lease_token = stored.lease_token
     assert stored.lease_expires_at == expected.lease_expires_at > timezone.now()
     for field in Attempt._meta.concrete_fields:
         if not field.primary_key:
