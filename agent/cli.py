@@ -181,16 +181,19 @@ def _run(args: argparse.Namespace, path: Path) -> int:
     from agent.detect import detect_capabilities, detect_gpu_state
     from agent.runner import TaskRunner
     from agent.sandbox import SandboxUnavailable, select_sandbox
+    from agent.sandbox.leftovers import leftovers_remove
 
     log = logging.getLogger("agent")
     if args.allow_unsandboxed:
         print(UNSANDBOXED_WARNING, file=sys.stderr)
     preference = args.sandbox or config.sandbox
+    node = str(config.node_id)
     try:
         sandbox = select_sandbox(
             preference=preference,
             allowed_images=config.allowed_images,
             allow_unsandboxed=args.allow_unsandboxed,
+            node=node,
         )
     except SandboxUnavailable as exc:
         print(
@@ -201,6 +204,9 @@ def _run(args: argparse.Namespace, path: Path) -> int:
     if sandbox.name == "none":
         log.warning("RUNNING JOBS WITHOUT A SANDBOX: they have full access to this machine")
     log.info("sandbox: %s; allowed images: %s", sandbox.name, ", ".join(config.allowed_images))
+    # A run killed before it could clean up left its containers and work dirs; its tasks are the
+    # hub's again, so nothing of them is wanted.
+    leftovers_remove(node)
     work_dir = Path(config.work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     capabilities = detect_capabilities(work_dir=work_dir).to_dict()
@@ -251,6 +257,10 @@ def _doctor(args: argparse.Namespace, path: Path) -> int:
 
     _heading(out, "Sandboxes")
     problems += _print_sandboxes(out, config)
+
+    if config is not None:
+        _heading(out, "Leftovers")
+        _print_leftovers(out, config)
 
     _heading(out, "Hub")
     if config is None:
@@ -312,6 +322,24 @@ def _print_sandboxes(out: TextIO, config: AgentConfig | None) -> list[str]:
     if config:
         _row(out, "allowed images", ", ".join(config.allowed_images))
     return []
+
+
+def _print_leftovers(out: TextIO, config: AgentConfig) -> None:
+    """What an earlier run of this node left (removed when the agent starts): not a problem."""
+    from agent.sandbox.leftovers import leftovers_find
+
+    found = leftovers_find(str(config.node_id))
+    if found.docker_unchecked is not None:
+        _row(out, "containers", "not checked (no Docker engine answers)")
+    else:
+        _row(out, "containers", _left(found.containers, "removed when the agent starts"))
+    _row(out, "work dirs", _left([str(p) for p in found.work_dirs], "removed when it starts"))
+
+
+def _left(items: list[str], then: str) -> str:
+    if not items:
+        return "none left by an earlier run"
+    return f"{len(items)} left by an earlier run, {then}: {', '.join(items)}"
 
 
 def _print_hub(out: TextIO, config: AgentConfig) -> list[str]:

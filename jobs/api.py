@@ -7,6 +7,7 @@ from datetime import UTC
 from django.db import connection
 from django.db.models import Prefetch
 from django.http import FileResponse
+from django.utils import timezone
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, status
@@ -23,7 +24,7 @@ from jobs.claim_body import claim_plain
 from jobs.complete_body import complete_plain
 from jobs.models import Artifact, Attempt, Job, LogChunk
 from jobs.node_profile import profile_for
-from jobs.selectors import job_timeline
+from jobs.selectors import job_timeline, queue_backoff_ends
 from jobs.serializers import (
     ArtifactIn,
     ArtifactOut,
@@ -167,7 +168,7 @@ class JobLogsApi(generics.ListAPIView):
         job = _own_job(self.request, self.kwargs["job_id"])
         chunks = LogChunk.objects.filter(attempt__task__job=job)
         if attempt := self.request.query_params.get("attempt"):
-            # More than 18 digits is no id, and would overflow SQLite's INTEGER.
+            # More than 18 digits is no id, and could overflow a bigint.
             if not (attempt.isascii() and attempt.isdigit()) or len(attempt) > 18:
                 return LogChunk.objects.none()
             chunks = chunks.filter(attempt_id=int(attempt))
@@ -214,10 +215,22 @@ def _lease_body(lease: Lease | None) -> dict | None:
     return lease.as_payload() if lease else None
 
 
+_PAST_BACKOFF_S = 0.002
+
+
 def _fit_delay_s(fit: float) -> float:
     """When work arrives, better nodes try first: a 4090 (3.0) at once, a CPU node (0.8) 44 ms
     later, so the best-fitting idle node wins a tie without a central dispatcher."""
     return max(0.0, 3.0 - fit) * 0.02
+
+
+def _until_backoff_ends() -> float:
+    now = timezone.now()
+    ends = queue_backoff_ends(after=now)
+    if ends is None:
+        return float("inf")
+    # A hair past the end, so that the claim's own clock finds the task claimable.
+    return (ends - now).total_seconds() + _PAST_BACKOFF_S
 
 
 def claim_with_wait(node, wait: float) -> Lease | None:
@@ -229,6 +242,9 @@ def claim_with_wait(node, wait: float) -> Lease | None:
         remaining = deadline - time.monotonic()
         if lease is not None or remaining <= 0 or not profile.can_claim:
             return lease
+        # A requeued task's wake-up was published when it was requeued, before its backoff
+        # ended, and none comes when it ends: wake by then to claim it.
+        remaining = min(remaining, _until_backoff_ends())
         # Hand the connection back while waiting: idle agents must not pin connections.
         connection.close()
         waker.wait(seen, remaining)

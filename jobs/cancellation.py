@@ -13,8 +13,8 @@ from jobs.models import ACTIVE_ATTEMPT_STATES, Attempt, Job, JobState, Task, Tas
 from jobs.wakeup import notify_work
 from ledger.services import NewEvent, event_append, events_append_bulk
 
-# Task ids per UPDATE, with its three other parameters within the 999 that SQLite builds
-# before 3.32 bind in one statement (PostgreSQL allows 65,535).
+# Task ids per UPDATE: however large the job, each statement binds a bounded list and holds
+# the locks of a bounded batch of rows.
 _CHUNK = 900
 
 

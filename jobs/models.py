@@ -178,6 +178,14 @@ class Task(models.Model):
                 name="task_tier_allow",
                 condition=Q(state="queued") & ~Q(tier_allow=[]),
             ),
+            # When the first backoff ends (jobs.selectors.queue_backoff_ends): requeued tasks
+            # only (a fresh task has attempts 0 and is claimable at once), so submissions and
+            # claims write nothing into it.
+            models.Index(
+                fields=["available_at"],
+                name="task_backoff_due",
+                condition=Q(state="queued", attempts__gt=0),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -63,8 +63,8 @@ def node_size_classes(cpu_cores: int, ram_mb: int, gpu_count: int) -> list[int] 
 
 
 def _ladder(column: str, unit: int, top: int) -> str:
-    # ⌈log2 ⌈value / unit⌉⌉ without a logarithm (SQLite has none): 0 up to one unit, k up to
-    # 2^k units, `top` beyond.
+    # ⌈log2 ⌈value / unit⌉⌉ in integer steps, so no float rounds a power of two up a class:
+    # 0 up to one unit, k up to 2^k units, `top` beyond.
     steps = " ".join(f"WHEN {column} <= {unit << k} THEN {k}" for k in range(top))
     return f"CASE {steps} ELSE {top} END"
 

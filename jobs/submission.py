@@ -3,13 +3,14 @@
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 
 from jobs import billing
 from jobs.models import Job, JobKind, Task
 from jobs.wakeup import notify_work
 from ledger.canonical import canonical_json, sha256_hex
 from ledger.errors import IdempotencyConflict
+from ledger.idempotency import idempotency_key_lock
 from ledger.services import event_append
 
 DEFAULT_IMAGES = {"sh": "computepool/busybox:1", "python": "computepool/python:3"}
@@ -56,88 +57,81 @@ def job_submit(
     InsufficientFunds and nothing is written.
     """
     fingerprint = sha256_hex(canonical_json(data))
-    if idempotency_key:
-        original = Job.objects.filter(submitter_id=submitter_id, idempotency_key=idempotency_key)
-        original = original.first()
-        if original is not None:
-            return _replay(original, fingerprint, idempotency_key)
     req = data["requirements"]
     max_cost = data["price_ceiling"] * data["timeout_s"] * data["slices"]
-    try:
-        with transaction.atomic():
-            job = Job.objects.create(
-                submitter_id=submitter_id,
-                name=data.get("name", ""),
-                kind=data["kind"],
-                spec=_spec(data),
-                min_vram_mb=req["min_vram_mb"],
-                cpu_cores=req["cpu_cores"],
-                ram_mb=req["ram_mb"],
-                disk_mb=req["disk_mb"],
-                gpu_count=req["gpu_count"],
-                gpu_tiers=sorted(set(req["gpu_tiers"])),
-                min_compute_capability=req["min_compute_capability"],
-                region=req["region"],
-                priority=data["priority"],
-                slices=data["slices"],
-                timeout_s=data["timeout_s"],
-                max_attempts=data["max_attempts"],
-                price_ceiling=data["price_ceiling"],
-                idempotency_key=idempotency_key,
-                request_fingerprint=fingerprint,
-                max_cost=max_cost,
-            )
-            Task.objects.bulk_create(
-                [
-                    Task(
-                        job=job,
-                        index=i,
-                        priority=job.priority,
-                        min_vram_mb=job.min_vram_mb,
-                        cpu_cores=job.cpu_cores,
-                        ram_mb=job.ram_mb,
-                        disk_mb=job.disk_mb,
-                        gpu_count=job.gpu_count,
-                        tier_allow=_tier_allow(job.gpu_tiers),
-                        min_compute_capability=job.min_compute_capability,
-                        region=job.region,
-                        price_ceiling=job.price_ceiling,
-                        max_attempts=job.max_attempts,
-                        created_at=job.created_at,
-                        available_at=job.created_at,
-                    )
-                    for i in range(job.slices)
-                ],
-                batch_size=1000,
-            )
-            event_append(
-                stream=job.stream,
-                type="JobSubmitted",
-                actor=f"user:{submitter_id}",
-                expected_version=0,
-                payload={
-                    "job_id": job.pk,
-                    "submitter_id": submitter_id,
-                    "kind": job.kind,
-                    "slices": job.slices,
-                    "priority": job.priority,
-                    "timeout_s": job.timeout_s,
-                    "max_attempts": job.max_attempts,
-                    "price_ceiling": job.price_ceiling,
-                    "max_cost": max_cost,
-                    "requirements": req,
-                },
-            )
-            billing.hold(job=job)
-            transaction.on_commit(notify_work)
-    except IntegrityError:
-        # Two requests with one key raced; the loser answers like a replay.
-        original = Job.objects.filter(
-            submitter_id=submitter_id, idempotency_key=idempotency_key
-        ).first()
-        if original is None:
-            raise
-        return _replay(original, fingerprint, idempotency_key)
+    with transaction.atomic():
+        if idempotency_key:
+            idempotency_key_lock(f"job:{submitter_id}:{idempotency_key}")
+            original = Job.objects.filter(
+                submitter_id=submitter_id, idempotency_key=idempotency_key
+            ).first()
+            if original is not None:
+                return _replay(original, fingerprint, idempotency_key)
+        job = Job.objects.create(
+            submitter_id=submitter_id,
+            name=data.get("name", ""),
+            kind=data["kind"],
+            spec=_spec(data),
+            min_vram_mb=req["min_vram_mb"],
+            cpu_cores=req["cpu_cores"],
+            ram_mb=req["ram_mb"],
+            disk_mb=req["disk_mb"],
+            gpu_count=req["gpu_count"],
+            gpu_tiers=sorted(set(req["gpu_tiers"])),
+            min_compute_capability=req["min_compute_capability"],
+            region=req["region"],
+            priority=data["priority"],
+            slices=data["slices"],
+            timeout_s=data["timeout_s"],
+            max_attempts=data["max_attempts"],
+            price_ceiling=data["price_ceiling"],
+            idempotency_key=idempotency_key,
+            request_fingerprint=fingerprint,
+            max_cost=max_cost,
+        )
+        Task.objects.bulk_create(
+            [
+                Task(
+                    job=job,
+                    index=i,
+                    priority=job.priority,
+                    min_vram_mb=job.min_vram_mb,
+                    cpu_cores=job.cpu_cores,
+                    ram_mb=job.ram_mb,
+                    disk_mb=job.disk_mb,
+                    gpu_count=job.gpu_count,
+                    tier_allow=_tier_allow(job.gpu_tiers),
+                    min_compute_capability=job.min_compute_capability,
+                    region=job.region,
+                    price_ceiling=job.price_ceiling,
+                    max_attempts=job.max_attempts,
+                    created_at=job.created_at,
+                    available_at=job.created_at,
+                )
+                for i in range(job.slices)
+            ],
+            batch_size=1000,
+        )
+        event_append(
+            stream=job.stream,
+            type="JobSubmitted",
+            actor=f"user:{submitter_id}",
+            expected_version=0,
+            payload={
+                "job_id": job.pk,
+                "submitter_id": submitter_id,
+                "kind": job.kind,
+                "slices": job.slices,
+                "priority": job.priority,
+                "timeout_s": job.timeout_s,
+                "max_attempts": job.max_attempts,
+                "price_ceiling": job.price_ceiling,
+                "max_cost": max_cost,
+                "requirements": req,
+            },
+        )
+        billing.hold(job=job)
+        transaction.on_commit(notify_work)
     return Submitted(job, True)
 
 

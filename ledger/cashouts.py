@@ -26,6 +26,7 @@ from ledger.accounts import (
 )
 from ledger.canonical import canonical_json, sha256_hex
 from ledger.errors import ConflictError, DomainError, IdempotencyConflict, InsufficientFunds
+from ledger.idempotency import idempotency_key_lock
 from ledger.models import Account, AccountKind, Event
 from ledger.models_cashouts import Cashout, CashoutStatus
 from ledger.pricing import rules_at
@@ -120,6 +121,8 @@ def cashout_request(
         )
     key = f"cashout:{operator_id}:{idempotency_key}" if idempotency_key else None
     with transaction.atomic():
+        if key is not None:
+            idempotency_key_lock(key)
         earnings = (
             Account.objects.select_for_update().filter(code=earnings_code(operator_id)).first()
         )

@@ -15,6 +15,7 @@ from django.db import transaction
 
 from ledger.accounts import FUNDING, account_ensure, available_code, system_account
 from ledger.errors import DomainError, IdempotencyConflict
+from ledger.idempotency import idempotency_key_lock
 from ledger.models import AccountKind, Entry, Event
 from ledger.pricing import rules_at
 from ledger.quotes import paise_to_minor_floor
@@ -58,22 +59,23 @@ def _fund(
     idempotency_key: str,
     payload: dict,
 ) -> Entry:
-    with transaction.atomic():
-        funding = system_account(FUNDING)
-        available = account_ensure(
-            code=available_code(user_id), kind=AccountKind.AVAILABLE, owner_id=user_id
-        )
-        return entry_post(
-            kind="topup",
-            legs=[Leg(funding, -amount), Leg(available, amount)],
-            # One stream per top-up: top-ups never contend on a stream version.
-            stream=f"topup:{idempotency_key}",
-            expected_version=0,
-            event_type="CreditsGranted",
-            payload={"user_id": user_id, "amount_minor": amount, **payload},
-            actor=actor,
-            idempotency_key=idempotency_key,
-        )
+    """Inside the caller's transaction, which holds the key's lock (a twin waits for it and then
+    finds the original, which `entry_post` returns)."""
+    funding = system_account(FUNDING)
+    available = account_ensure(
+        code=available_code(user_id), kind=AccountKind.AVAILABLE, owner_id=user_id
+    )
+    return entry_post(
+        kind="topup",
+        legs=[Leg(funding, -amount), Leg(available, amount)],
+        # One stream per top-up: top-ups never contend on a stream version.
+        stream=f"topup:{idempotency_key}",
+        expected_version=0,
+        event_type="CreditsGranted",
+        payload={"user_id": user_id, "amount_minor": amount, **payload},
+        actor=actor,
+        idempotency_key=idempotency_key,
+    )
 
 
 def credits_grant(
@@ -88,19 +90,22 @@ def credits_grant(
             "an idempotency key of 1-150 characters is required",
             fields={"idempotency_key": ["1-150 characters"]},
         )
-    return _fund(
-        user_id=user_id,
-        amount=amount,
-        actor=actor,
-        idempotency_key=f"grant:{idempotency_key}",
-        payload={
-            "source": "grant",
-            "reference": reference[:200],
-            "payment_id": None,
-            "paid_paise": None,
-            "book_version": None,
-        },
-    )
+    key = f"grant:{idempotency_key}"
+    with transaction.atomic():
+        idempotency_key_lock(key)
+        return _fund(
+            user_id=user_id,
+            amount=amount,
+            actor=actor,
+            idempotency_key=key,
+            payload={
+                "source": "grant",
+                "reference": reference[:200],
+                "payment_id": None,
+                "paid_paise": None,
+                "book_version": None,
+            },
+        )
 
 
 def credits_topup_from_payment(
@@ -113,28 +118,31 @@ def credits_topup_from_payment(
     if not payment_id or len(payment_id) > 150:
         raise DomainError("a payment id of 1-150 characters is required", fields={"id": ["bad"]})
     key = f"payment:{payment_id}"
-    original = Event.objects.filter(idempotency_key=key).first()
-    if original is not None:
-        # Answer a redelivery from the log, not by recomputing at today's rate.
-        if (original.payload["user_id"], original.payload["paid_paise"]) != (user_id, paid_paise):
-            raise IdempotencyConflict(f"payment {payment_id} was already credited differently")
-        return Entry.objects.get(event=original)
-    rules = rules_at()
-    amount = paise_to_minor_floor(paid_paise, paise_per_credit=rules.paise_per_credit)
-    _require_amount(amount, "amount_paise")
-    return _fund(
-        user_id=user_id,
-        amount=amount,
-        actor=actor,
-        idempotency_key=key,
-        payload={
-            "source": "payment",
-            "reference": payment_id,
-            "payment_id": payment_id,
-            "paid_paise": paid_paise,
-            "book_version": rules.version,
-        },
-    )
+    with transaction.atomic():
+        idempotency_key_lock(key)
+        original = Event.objects.filter(idempotency_key=key).first()
+        if original is not None:
+            # Answer a redelivery from the log, not by recomputing at today's rate.
+            paid = (original.payload["user_id"], original.payload["paid_paise"])
+            if paid != (user_id, paid_paise):
+                raise IdempotencyConflict(f"payment {payment_id} was already credited differently")
+            return Entry.objects.get(event=original)
+        rules = rules_at()
+        amount = paise_to_minor_floor(paid_paise, paise_per_credit=rules.paise_per_credit)
+        _require_amount(amount, "amount_paise")
+        return _fund(
+            user_id=user_id,
+            amount=amount,
+            actor=actor,
+            idempotency_key=key,
+            payload={
+                "source": "payment",
+                "reference": payment_id,
+                "payment_id": payment_id,
+                "paid_paise": paid_paise,
+                "book_version": rules.version,
+            },
+        )
 
 
 # --- Webhook signatures ------------------------------------------------------------------------

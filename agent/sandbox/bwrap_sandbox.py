@@ -157,13 +157,19 @@ class BwrapSandbox:
     name = "bwrap"
 
     def __init__(
-        self, *, policy: ImagePolicy, bwrap: str | None = None, cgroups: bool = True
+        self,
+        *,
+        policy: ImagePolicy,
+        bwrap: str | None = None,
+        cgroups: bool = True,
+        node: str | None = None,
     ) -> None:
         """`cgroups=False` leaves limits to rlimits even where a cgroup could be made (for a
         host whose cgroups are managed by something else)."""
         self._policy = policy
         self._bwrap = bwrap or find_bwrap()
         self._cgroups = cgroups
+        self._node = node
 
     def run(
         self,
@@ -177,7 +183,7 @@ class BwrapSandbox:
         if req.gpus != 0:
             raise SandboxRefused("GPU jobs need the Docker sandbox; bubblewrap gives no GPU")
         try:
-            workspace = Workspace.create(req.inputs)
+            workspace = Workspace.create(req.inputs, node=self._node)
         except OSError as exc:
             return RunResult.infrastructure_error(f"could not prepare the job's files: {exc}")
         cgroup = JobCgroup.create(f"job-{uuid.uuid4().hex[:12]}", req) if self._cgroups else None

@@ -41,6 +41,8 @@ LOG_CONFIG = LogConfig(type=LogConfig.types.JSON, config={"max-size": "1m", "max
 KILL_GRACE_S = 10.0
 READER_JOIN_S = 5.0
 LABEL = "computepool.sandbox"
+# The node whose agent made the container: a restarted agent removes what a killed one left.
+NODE_LABEL = "computepool.node"
 
 
 def connect_docker(timeout_s: float = 30.0) -> docker.DockerClient:
@@ -64,7 +66,7 @@ def has_runtime(client: docker.DockerClient, runtime: str) -> bool:
 
 
 def container_kwargs(
-    req: RunRequest, workspace: Workspace, *, runtime: str | None
+    req: RunRequest, workspace: Workspace, *, runtime: str | None, node: str | None = None
 ) -> dict[str, Any]:
     """Everything `containers.create` gets for one job: the whole isolation policy in one place."""
     kwargs: dict[str, Any] = {
@@ -92,7 +94,7 @@ def container_kwargs(
             Mount(OUTPUT_DIR, str(workspace.out_dir), type="bind"),
         ],
         "log_config": LOG_CONFIG,
-        "labels": {LABEL: "job"},
+        "labels": {LABEL: "job", **({NODE_LABEL: node} if node else {})},
     }
     if runtime is not None:
         kwargs["runtime"] = runtime
@@ -147,11 +149,13 @@ class DockerSandbox:
         *,
         policy: ImagePolicy,
         runtime: str | None = None,
+        node: str | None = None,
     ) -> None:
         self.name = "gvisor" if runtime == RUNSC else "docker"
         self._client = client
         self._policy = policy
         self._runtime = runtime
+        self._node = node
 
     def run(
         self,
@@ -172,7 +176,7 @@ class DockerSandbox:
         except ENGINE_ERRORS as exc:
             return RunResult.infrastructure_error(f"Docker engine: {exc}")
         try:
-            workspace = Workspace.create(req.inputs)
+            workspace = Workspace.create(req.inputs, node=self._node)
         except OSError as exc:
             return RunResult.infrastructure_error(f"could not prepare the job's files: {exc}")
         try:
@@ -198,7 +202,7 @@ class DockerSandbox:
         cancel: threading.Event | None,
     ) -> RunResult:
         created_at = time.time()
-        kwargs = container_kwargs(req, workspace, runtime=self._runtime_for(req))
+        kwargs = container_kwargs(req, workspace, runtime=self._runtime_for(req), node=self._node)
         container = self._client.containers.create(**kwargs)
         try:
             # Attached before start, so not a byte of early output is missed.

@@ -17,10 +17,10 @@ PREFERENCES = ("auto", "gvisor", "docker", "bwrap", "none")
 AUTO_ORDER = ("gvisor", "docker", "bwrap")
 
 
-def _build(name: str, policy: ImagePolicy) -> Sandbox:
+def _build(name: str, policy: ImagePolicy, node: str | None) -> Sandbox:
     if name == "bwrap":
         probe_bwrap()
-        return BwrapSandbox(policy=policy)
+        return BwrapSandbox(policy=policy, node=node)
     client = connect_docker()
     if name == "gvisor":
         if not has_runtime(client, RUNSC):
@@ -28,8 +28,8 @@ def _build(name: str, policy: ImagePolicy) -> Sandbox:
                 "the Docker engine has no 'runsc' runtime (install gVisor and register it "
                 "with --network=none; scripts/ensure_docker.sh does both on Debian)"
             )
-        return DockerSandbox(client, policy=policy, runtime=RUNSC)
-    return DockerSandbox(client, policy=policy)
+        return DockerSandbox(client, policy=policy, runtime=RUNSC, node=node)
+    return DockerSandbox(client, policy=policy, node=node)
 
 
 def select_sandbox(
@@ -37,9 +37,11 @@ def select_sandbox(
     preference: str = "auto",
     allowed_images: list[str] | None = None,
     allow_unsandboxed: bool = False,
+    node: str | None = None,
 ) -> Sandbox:
     """The sandbox named by `preference`, or for "auto" the strongest one that works here.
-    No sandbox ("none", or "auto" with nothing available) only with `allow_unsandboxed`."""
+    No sandbox ("none", or "auto" with nothing available) only with `allow_unsandboxed`.
+    `node` names this node on the containers and work dirs the sandbox makes."""
     if preference not in PREFERENCES:
         raise SandboxUnavailable(
             f"unknown sandbox {preference!r}; choose one of {', '.join(PREFERENCES)}"
@@ -53,12 +55,12 @@ def select_sandbox(
             raise SandboxUnavailable(
                 "sandbox 'none' runs jobs unisolated: it needs allow_unsandboxed"
             )
-        return _unsandboxed(policy)
+        return _unsandboxed(policy, node)
 
     reasons = []
     for name in AUTO_ORDER if preference == "auto" else (preference,):
         try:
-            sandbox = _build(name, policy)
+            sandbox = _build(name, policy, node)
         except SandboxUnavailable as exc:
             reasons.append(f"{name}: {exc}")
             continue
@@ -67,17 +69,17 @@ def select_sandbox(
         return sandbox
     if preference == "auto" and allow_unsandboxed:
         log.warning("no sandbox works here (%s)", "; ".join(reasons))
-        return _unsandboxed(policy)
+        return _unsandboxed(policy, node)
     hint = "" if preference != "auto" else "; allow_unsandboxed runs jobs with no isolation"
     raise SandboxUnavailable("no usable sandbox: " + "; ".join(reasons) + hint)
 
 
-def _unsandboxed(policy: ImagePolicy) -> Sandbox:
+def _unsandboxed(policy: ImagePolicy, node: str | None) -> Sandbox:
     log.warning(
         "JOBS WILL RUN WITHOUT A SANDBOX: any job from the hub can read, change or send "
         "anything this user can"
     )
-    return UnsandboxedRunner(policy=policy)
+    return UnsandboxedRunner(policy=policy, node=node)
 
 
 def available_sandboxes() -> list[str]:

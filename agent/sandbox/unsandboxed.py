@@ -31,8 +31,9 @@ log = logging.getLogger(__name__)
 class UnsandboxedRunner:
     name = "none"
 
-    def __init__(self, *, policy: ImagePolicy) -> None:
+    def __init__(self, *, policy: ImagePolicy, node: str | None = None) -> None:
         self._policy = policy
+        self._node = node
 
     def run(
         self,
@@ -51,7 +52,7 @@ class UnsandboxedRunner:
             os.getuid(),
         )
         try:
-            workspace = Workspace.create(req.inputs)
+            workspace = Workspace.create(req.inputs, node=self._node)
             work_dir = workspace.root / "work"
             work_dir.mkdir()
         except OSError as exc:

@@ -24,6 +24,13 @@ log = logging.getLogger(__name__)
 
 # Each output is one upload and one row at the hub; thousands of them are a mistake or an attack.
 MAX_OUTPUT_FILES = 1000
+PREFIX = "computepool-job-"
+
+
+def workspace_prefix(node: str | None) -> str:
+    """The start of the names of a node's work dirs (the trailing dash keeps node 1 from
+    matching node 12), so that a restarted agent finds those a killed one left."""
+    return f"{PREFIX}{node}-" if node else PREFIX
 
 
 class OutputRejected(Exception):
@@ -56,10 +63,10 @@ class Workspace:
         return self.root / "out"
 
     @classmethod
-    def create(cls, inputs: dict[str, bytes]) -> Workspace:
-        """A fresh directory under the system's temp dir (TMPDIR moves it)."""
+    def create(cls, inputs: dict[str, bytes], *, node: str | None = None) -> Workspace:
+        """A fresh directory under the system's temp dir (TMPDIR moves it), named for `node`."""
         names = {name: check_input_name(name) for name in inputs}
-        root = Path(tempfile.mkdtemp(prefix="computepool-job-"))
+        root = Path(tempfile.mkdtemp(prefix=workspace_prefix(node)))
         workspace = cls(root)
         try:
             workspace._populate(inputs, names)

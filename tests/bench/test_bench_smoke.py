@@ -36,8 +36,20 @@ RUNS = [
     ),
     (
         "dispatch",
-        ["--agents", "2", "--jobs", "10", "--interval", "0.05", "--wait", "2", *HUB],
-        ["dispatch latency, ms", "10 of 10 submissions claimed"],
+        [
+            "--agents",
+            "2",
+            "--jobs",
+            "10",
+            "--interval",
+            "0.05",
+            "--wait",
+            "2",
+            "--requeues",
+            "2",
+            *HUB,
+        ],
+        ["dispatch latency, ms", "10 of 10 submissions claimed", "2 of 2 requeued tasks claimed"],
     ),
     (
         "scale",

@@ -3,6 +3,7 @@ import time
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from agent.spec import verify_spec
 from jobs.models import Attempt, Task
@@ -267,3 +268,34 @@ def test_the_claims_attempt_row_is_the_one_the_orm_would_store(submitter, bob):
             assert getattr(stored, field.attname) == getattr(expected, field.attname), field.name
     price = node_price(node)
     assert (stored.node_id, stored.state, stored.price_per_s) == (node.pk, "leased", price)
+
+
+def test_a_waiting_claim_gets_a_requeued_task_when_its_backoff_ends(
+    submitter, bob, transactional_db, redis_wakeups, settings
+):
+    # The reaper's wake-up comes when the task is requeued, before it is claimable; nothing
+    # else is published when the backoff ends, so the waiting claim must wake itself then.
+    from jobs.leases import leases_reap
+
+    settings.JOB_RETRY_BACKOFF_S = 1
+    submit(submitter)
+    _, lost = online_node(bob, name="lost")
+    _, idle = online_node(bob, name="idle")
+    attempt_id = claim(lost).json()["attempt_id"]
+    result = {}
+
+    def wait_for_work() -> None:
+        result["response"] = claim(idle, wait=8)
+        result["at"] = time.time()
+        connection.close()
+
+    waiter = threading.Thread(target=wait_for_work)
+    waiter.start()
+    time.sleep(0.5)
+    Attempt.objects.filter(pk=attempt_id).update(lease_expires_at=timezone.now())
+    assert leases_reap() == 1
+    due = Task.objects.get().available_at.timestamp()
+    waiter.join(15)
+    assert result["response"].status_code == 200
+    # Claimed as the backoff ended, not when the 8 s wait ran out.
+    assert result["at"] - due < 1.0, f"claimed {result['at'] - due:.2f} s after the backoff"
