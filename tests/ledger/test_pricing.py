@@ -30,7 +30,14 @@ def test_it_seeds_the_design_figures(price_books):
     assert rules.name == "2025 rate card"
     assert rules.platform_fee_bps == 2000
     assert rules.min_cashout_paise == 50_000
-    assert rules.tiers["rtx-4090"] == Decimal("3.0") and rules.tiers["cpu"] == Decimal("0.8")
+    design = {
+        "rtx-5090": "3.0", "rtx-4090": "3.0", "rtx-3090": "2.5", "rtx-4070": "2.5",
+        "rtx-3080": "2.0", "rtx-3060": "2.0", "rtx-2070": "2.0", "gtx-1080ti": "1.5",
+        "gtx-1080": "1.5", "gtx-1660": "1.3", "cpu": "0.8",
+    }  # fmt: skip
+    assert {tier: rules.tiers[tier] for tier in design} == {
+        tier: Decimal(m) for tier, m in design.items()
+    }
     assert {r: rules.regions[r] for r in ("in", "us", "uk", "eu")} == {
         "in": Decimal("0.7"),
         "us": Decimal("1.0"),
