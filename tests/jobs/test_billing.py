@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from jobs import billing
 from jobs.node_profile import profile_for
-from ledger.models import PriceBook, TierMultiplier
+from ledger.models import PriceBook, PriceRule, RuleKind
 from ledger.pricing import price_book_copy
 from tests.jobs.conftest import register_node
 
@@ -22,8 +22,8 @@ def publish(*, tier: str, multiplier: str) -> PriceBook:
         source=PriceBook.objects.order_by("-effective_from").first(),
         effective_from=timezone.now() + timedelta(days=7),
     )
-    row = TierMultiplier.objects.get(book=draft, tier=tier)
-    row.multiplier = Decimal(multiplier)
+    row = PriceRule.objects.get(book=draft, kind=RuleKind.TIER, key=tier)
+    row.value = Decimal(multiplier)
     row.save()
     draft.effective_from = timezone.now()
     draft.save()
