@@ -1,5 +1,6 @@
 """Migration ledger 0010 moves base rates, tier and region multipliers into one table: every row
-is copied there and back, and the book in force stays frozen on either side."""
+is copied there and back, and the book in force stays frozen on either side. Nodes 0007, which
+drops the tier table's own multiplier, depends on it and fills that column again going back."""
 
 from datetime import timedelta
 from decimal import Decimal
@@ -42,6 +43,9 @@ def test_it_copies_every_rule_across_and_back():
             cursor.execute(sql)
             old |= {(book, kind, key, Decimal(value)) for book, key, value in cursor.fetchall()}
         assert old == before
+        # Going back past nodes 0007 too, the tier table gets the multipliers in force again.
+        cursor.execute("SELECT multiplier FROM nodes_gputier WHERE slug = 'rtx-4090'")
+        assert cursor.fetchone()[0] == in_force.tier_multiplier("rtx-4090")
         with pytest.raises(Exception, match="frozen"), transaction.atomic():
             cursor.execute(
                 "DELETE FROM ledger_tiermultiplier WHERE book_id = %s", [in_force.version]
