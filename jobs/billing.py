@@ -4,7 +4,7 @@ to the ledger's settlement services, inside the caller's transaction."""
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from functools import lru_cache
+from decimal import Decimal
 
 from jobs.models import Attempt, Job
 from ledger import pricing, settlement
@@ -122,15 +122,21 @@ def node_price(node: Node) -> int:
     return max(spot, getattr(node, "price_floor", 0) or 0)
 
 
+# (monotonic deadline, tier → multiplier of the price book in force): per process, like the spot
+# prices above. A short TTL rather than invalidation on save: an admin's new book is saved in one
+# process and read by every hub process, and a TTL reaches them all with no signal between
+# processes; the claim reads this on every call, so it is not read from the database each time.
+_tier_cache: dict[str, tuple[float, dict[str, Decimal]]] = {}
+
+
 def tier_multiplier(tier: str) -> float:
-    return float(_multipliers().get(tier, 1.0))
-
-
-@lru_cache(maxsize=1)
-def _multipliers() -> dict[str, float]:
-    from nodes.models import GpuTier
-
-    return {t.slug: float(t.multiplier) for t in GpuTier.objects.all()}
+    """The tier's multiplier in the price book in force (1.0 for a tier it does not name)."""
+    now = time.monotonic()
+    cached = _tier_cache.get("tiers")
+    if cached is None or cached[0] <= now:
+        cached = (now + _PRICE_CACHE_S, pricing.rules_at().tiers)
+        _tier_cache["tiers"] = cached
+    return float(cached[1].get(tier, 1))
 
 
 def known_tiers() -> set[str]:

@@ -103,14 +103,12 @@ from ledger.cashouts import cashout_approve, cashout_mark_paid, cashout_reject  
 from ledger.errors import DomainError  # noqa: E402
 from ledger.exports import cashout_export_create, export_csv_chunks  # noqa: E402
 from ledger.models import (  # noqa: E402
-    BaseRate,
     Cashout,
     CashoutExport,
     CashoutExportLine,
     PriceBook,
-    RegionMultiplier,
+    PriceRule,
     SpotPrice,
-    TierMultiplier,
 )
 from ledger.pricing import price_book_copy, spot_bounds_set  # noqa: E402
 
@@ -119,7 +117,10 @@ def _in_force(book: PriceBook | None) -> bool:
     return book is not None and book.in_force_since_saved()
 
 
-class _BookRowInline(admin.TabularInline):
+class PriceRuleInline(admin.TabularInline):
+    """Base rates, tier and region multipliers: one table, editable while the book is a draft."""
+
+    model = PriceRule
     extra = 0
 
     def has_add_permission(self, request: HttpRequest, obj: PriceBook | None = None) -> bool:
@@ -130,18 +131,6 @@ class _BookRowInline(admin.TabularInline):
 
     def has_delete_permission(self, request: HttpRequest, obj: PriceBook | None = None) -> bool:
         return not _in_force(obj) and super().has_delete_permission(request, obj)
-
-
-class BaseRateInline(_BookRowInline):
-    model = BaseRate
-
-
-class TierMultiplierInline(_BookRowInline):
-    model = TierMultiplier
-
-
-class RegionMultiplierInline(_BookRowInline):
-    model = RegionMultiplier
 
 
 @admin.register(PriceBook)
@@ -157,7 +146,7 @@ class PriceBookAdmin(admin.ModelAdmin):
         "paise_per_credit",
         "in_force",
     )
-    inlines = [BaseRateInline, TierMultiplierInline, RegionMultiplierInline]
+    inlines = [PriceRuleInline]
     actions = ["copy_as_draft"]
 
     @admin.display(boolean=True, description="in force or past")
@@ -340,10 +329,10 @@ class CashoutExportAdmin(ReadOnlyAdmin):
 
 # Rows edited through their price book or export above, also listed on their own so every
 # model can be searched from the admin.
-@admin.register(BaseRate, TierMultiplier, RegionMultiplier)
-class PriceRuleRowAdmin(ReadOnlyAdmin):
-    list_display = ("__str__", "book")
-    list_filter = ("book",)
+@admin.register(PriceRule)
+class PriceRuleAdmin(ReadOnlyAdmin):
+    list_display = ("__str__", "kind", "key", "value", "book")
+    list_filter = ("kind", "book")
 
 
 @admin.register(CashoutExportLine)

@@ -204,20 +204,13 @@ class Posting(AppendOnlyModel):
 
 # The economy's tables live in their own modules; importing them here registers them with the app.
 from ledger.models_cashouts import Cashout, CashoutExport, CashoutExportLine  # noqa: E402
-from ledger.models_pricing import (  # noqa: E402
-    BaseRate,
-    PriceBook,
-    RegionMultiplier,
-    SpotPrice,
-    TierMultiplier,
-)
+from ledger.models_pricing import PriceBook, PriceRule, RuleKind, SpotPrice  # noqa: E402
 
 __all__ = [
     "CREDITS",
     "Account",
     "AccountKind",
     "AppendOnlyModel",
-    "BaseRate",
     "Cashout",
     "CashoutExport",
     "CashoutExportLine",
@@ -226,8 +219,8 @@ __all__ = [
     "EventSeal",
     "Posting",
     "PriceBook",
-    "RegionMultiplier",
+    "PriceRule",
+    "RuleKind",
     "SealBatch",
     "SpotPrice",
-    "TierMultiplier",
 ]

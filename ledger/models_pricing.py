@@ -11,9 +11,11 @@ rules is a new book, usually a copy of the current one with the changes (admin a
 from decimal import Decimal
 from typing import Any, NoReturn
 
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Floor
 from django.utils import timezone
 
 from ledger.errors import ImmutableRecord
@@ -21,8 +23,9 @@ from ledger.errors import ImmutableRecord
 MAX_PLATFORM_FEE_BPS = 2000  # 20%: the design caps the fee; the database refuses more
 MAX_CASHOUT_FEE_BPS = 2000
 
+MIN_MULTIPLIER, MAX_MULTIPLIER = Decimal("0.001"), Decimal("100")
+
 slug_validator = RegexValidator(r"^[a-z0-9][a-z0-9-]{0,31}$", "lowercase letters, digits and '-'")
-multiplier_validators = [MinValueValidator(Decimal("0.001")), MaxValueValidator(Decimal("100"))]
 
 
 def _refuse_frozen(book: "PriceBook") -> NoReturn:
@@ -56,7 +59,7 @@ class PriceBook(models.Model):
         max_digits=6,
         decimal_places=3,
         default=Decimal("1.000"),
-        validators=multiplier_validators,
+        validators=[MinValueValidator(MIN_MULTIPLIER), MaxValueValidator(MAX_MULTIPLIER)],
         help_text="For a region with no row of its own.",
     )
     created_at = models.DateTimeField(default=timezone.now)
@@ -106,13 +109,47 @@ class PriceBook(models.Model):
         return any(when <= timezone.now() for when in stored)
 
 
-class _BookRow(models.Model):
-    """A row of a price book: frozen with its book."""
+class RuleKind(models.TextChoices):
+    BASE_RATE = "base_rate", "base rate of a job kind (credits-minor per second)"
+    TIER = "tier", "GPU-tier multiplier"
+    REGION = "region", "region multiplier"
 
-    book = models.ForeignKey(PriceBook, on_delete=models.CASCADE)
+
+class PriceRule(models.Model):
+    """One row of a price book: a job kind's base rate, or a GPU tier's or a region's multiplier.
+
+    The key is a job kind (`default` covers every other kind), a tier slug the nodes app assigns,
+    or a region slug (in, us, uk, eu; see ledger.pricing.region_for). Frozen with its book.
+    """
+
+    book = models.ForeignKey(PriceBook, on_delete=models.CASCADE, related_name="rules")
+    kind = models.CharField(max_length=16, choices=RuleKind.choices)
+    key = models.CharField(max_length=32, validators=[slug_validator])
+    value = models.DecimalField(
+        max_digits=13,
+        decimal_places=3,
+        help_text="A base rate in whole credits-minor per second, or a multiplier (0.001-100).",
+    )
 
     class Meta:
-        abstract = True
+        ordering = ["kind", "key"]
+        constraints = [
+            models.UniqueConstraint(fields=["book", "kind", "key"], name="pricerule_book_kind_key"),
+            models.CheckConstraint(
+                condition=Q(kind__in=RuleKind.values), name="pricerule_kind_known"
+            ),
+            models.CheckConstraint(condition=Q(value__gt=0), name="pricerule_positive"),
+            models.CheckConstraint(
+                condition=~Q(kind=RuleKind.BASE_RATE) | Q(value__gte=1, value=Floor("value")),
+                name="pricerule_base_rate_whole",
+                violation_error_message="A base rate is a whole number of at least 1.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        if self.kind == RuleKind.BASE_RATE:
+            return f"{self.key}: {self.value:.0f}/s"
+        return f"{self.kind} {self.key} * {self.value}"
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         self._guard()
@@ -122,65 +159,17 @@ class _BookRow(models.Model):
         self._guard()
         return super().delete(*args, **kwargs)
 
+    def clean(self) -> None:
+        multiplier = self.kind != RuleKind.BASE_RATE and self.value is not None
+        if multiplier and not MIN_MULTIPLIER <= self.value <= MAX_MULTIPLIER:
+            raise ValidationError(
+                {"value": f"A multiplier is between {MIN_MULTIPLIER} and {MAX_MULTIPLIER}."}
+            )
+
     def _guard(self) -> None:
         book = PriceBook.objects.filter(pk=self.book_id).first()
         if book is not None and book.in_force_since_saved():
             _refuse_frozen(book)
-
-
-class BaseRate(_BookRow):
-    """Credits-minor per second for a job kind; the kind `default` covers every other kind."""
-
-    book = models.ForeignKey(PriceBook, on_delete=models.CASCADE, related_name="base_rates")
-    job_kind = models.CharField(max_length=32, validators=[slug_validator])
-    rate_per_s_minor = models.PositiveIntegerField(validators=[MinValueValidator(1)])
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["book", "job_kind"], name="baserate_book_kind"),
-            models.CheckConstraint(condition=Q(rate_per_s_minor__gte=1), name="baserate_positive"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.job_kind}: {self.rate_per_s_minor}/s"
-
-
-class TierMultiplier(_BookRow):
-    """The price multiplier of a GPU tier, keyed by the tier slug the nodes app assigns."""
-
-    book = models.ForeignKey(PriceBook, on_delete=models.CASCADE, related_name="tiers")
-    tier = models.CharField(max_length=32, validators=[slug_validator])
-    multiplier = models.DecimalField(
-        max_digits=6, decimal_places=3, validators=multiplier_validators
-    )
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["book", "tier"], name="tiermultiplier_book_tier"),
-            models.CheckConstraint(condition=Q(multiplier__gt=0), name="tiermultiplier_positive"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.tier} * {self.multiplier}"
-
-
-class RegionMultiplier(_BookRow):
-    """The price multiplier of a region slug (in, us, uk, eu; see ledger.pricing.region_for)."""
-
-    book = models.ForeignKey(PriceBook, on_delete=models.CASCADE, related_name="regions")
-    region = models.CharField(max_length=16, validators=[slug_validator])
-    multiplier = models.DecimalField(
-        max_digits=6, decimal_places=3, validators=multiplier_validators
-    )
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["book", "region"], name="regionmultiplier_book_region"),
-            models.CheckConstraint(condition=Q(multiplier__gt=0), name="regionmultiplier_positive"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.region} * {self.multiplier}"
 
 
 class SpotPrice(models.Model):

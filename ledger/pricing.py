@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from ledger import quotes
 from ledger.errors import ConflictError, DomainError
-from ledger.models import BaseRate, PriceBook, RegionMultiplier, SpotPrice, TierMultiplier
+from ledger.models import PriceBook, PriceRule, RuleKind, SpotPrice
 from ledger.services import event_append
 
 DEFAULT_JOB_KIND = "default"
@@ -105,17 +105,16 @@ def _book_at(when: datetime) -> PriceBook:
 
 
 def _rules_of(book: PriceBook) -> Rules:
+    by_kind: dict[str, dict[str, Decimal]] = {kind: {} for kind in RuleKind.values}
+    for kind, key, value in PriceRule.objects.filter(book=book).values_list("kind", "key", "value"):
+        by_kind[kind][key] = value
     return Rules(
         version=book.pk,
         name=book.name,
         effective_from=book.effective_from,
-        base_rates=dict(
-            BaseRate.objects.filter(book=book).values_list("job_kind", "rate_per_s_minor")
-        ),
-        tiers=dict(TierMultiplier.objects.filter(book=book).values_list("tier", "multiplier")),
-        regions=dict(
-            RegionMultiplier.objects.filter(book=book).values_list("region", "multiplier")
-        ),
+        base_rates={kind: int(rate) for kind, rate in by_kind[RuleKind.BASE_RATE].items()},
+        tiers=by_kind[RuleKind.TIER],
+        regions=by_kind[RuleKind.REGION],
         default_region_multiplier=book.default_region_multiplier,
         platform_fee_bps=book.platform_fee_bps,
         cashout_fee_bps=book.cashout_fee_bps,
@@ -188,17 +187,8 @@ def price_book_copy(*, source: PriceBook, effective_from: datetime, name: str = 
             paise_per_credit=source.paise_per_credit,
             default_region_multiplier=source.default_region_multiplier,
         )
-        BaseRate.objects.bulk_create(
-            BaseRate(book=book, job_kind=r.job_kind, rate_per_s_minor=r.rate_per_s_minor)
-            for r in source.base_rates.all()
-        )
-        TierMultiplier.objects.bulk_create(
-            TierMultiplier(book=book, tier=t.tier, multiplier=t.multiplier)
-            for t in source.tiers.all()
-        )
-        RegionMultiplier.objects.bulk_create(
-            RegionMultiplier(book=book, region=r.region, multiplier=r.multiplier)
-            for r in source.regions.all()
+        PriceRule.objects.bulk_create(
+            PriceRule(book=book, kind=r.kind, key=r.key, value=r.value) for r in source.rules.all()
         )
     return book
 

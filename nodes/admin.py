@@ -106,7 +106,8 @@ class OwnershipAdmin(ReadOnlyAdmin):
 
 @admin.register(GpuTier)
 class GpuTierAdmin(admin.ModelAdmin):
-    """Edits apply to nodes as they register or report their hardware (each agent start)."""
+    """Edits apply to nodes as they register or report their hardware (each agent start).
+    A tier's multiplier is edited in the price book (ledger), as a new version."""
 
     list_display = (
         "slug",
@@ -115,10 +116,9 @@ class GpuTierAdmin(admin.ModelAdmin):
         "pattern",
         "mobile",
         "min_vram_mb",
-        "multiplier",
         "rank",
     )
-    list_editable = ("multiplier", "rank")
+    list_editable = ("rank",)
     list_filter = ("kind", "mobile")
     search_fields = ("slug", "label", "pattern")
 

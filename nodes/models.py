@@ -222,7 +222,8 @@ class TierKind(models.TextChoices):
 
 
 class GpuTier(models.Model):
-    """GPU name → tier, and the tier's price multiplier. Admin-editable; seeded by migration.
+    """GPU name → tier. Admin-editable; seeded by migration. A tier's price multiplier is not
+    here but in the price book (ledger.PriceRule), versioned with the rest of the rules.
 
     A named tier's `pattern` is a regular expression searched in the normalised GPU name
     (lowercase, punctuation → spaces: "nvidia geforce rtx 4090"). Named tiers are tried in
@@ -237,18 +238,14 @@ class GpuTier(models.Model):
     pattern = models.CharField(max_length=200, blank=True)
     mobile = models.BooleanField(default=False)
     min_vram_mb = models.PositiveIntegerField(null=True, blank=True)
-    multiplier = models.DecimalField(max_digits=5, decimal_places=2)
     rank = models.PositiveSmallIntegerField(default=100)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ("rank", "slug")
-        constraints = [
-            models.CheckConstraint(condition=Q(multiplier__gt=0), name="gputier_multiplier_pos"),
-        ]
 
     def __str__(self) -> str:
-        return f"{self.slug} ×{self.multiplier}"
+        return self.slug
 
     def clean(self) -> None:
         if self.kind == TierKind.NAMED:

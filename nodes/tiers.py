@@ -1,4 +1,5 @@
-"""GPU name → tier, from the admin-editable GpuTier table.
+"""GPU name → tier, from the admin-editable GpuTier table; each tier's multiplier from the price
+book in force (ledger), which is where pricing reads it too.
 
 Names arrive as the tools print them ("NVIDIA GeForce RTX 4090", "GeForce GTX 1080 Ti",
 "NVIDIA GeForce RTX 3060 Laptop GPU"); they are normalised (lowercase, runs of anything but
@@ -10,6 +11,7 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal
 
+from ledger.pricing import NoRulesInForce, rules_at
 from nodes.models import GpuTier, TierKind
 
 log = logging.getLogger(__name__)
@@ -37,7 +39,7 @@ class Tier:
 
 
 class TierTable:
-    """A snapshot of the tier table: one query, then matching in memory."""
+    """A snapshot of the tier table and the multipliers in force, then matching in memory."""
 
     def __init__(self, tiers: list[Tier]) -> None:
         self.named = [t for t in tiers if t.kind == TierKind.NAMED and t.pattern is not None]
@@ -53,6 +55,11 @@ class TierTable:
 
     @classmethod
     def load(cls) -> "TierTable":
+        try:
+            multipliers = rules_at().tiers
+        except NoRulesInForce:
+            # No book yet: tiers are still matched; a node's best GPU is then its largest.
+            multipliers = {}
         tiers = []
         for row in GpuTier.objects.order_by("rank", "slug"):
             pattern = None
@@ -64,9 +71,8 @@ class TierTable:
                     # every registration, so that tier is skipped and the problem logged.
                     log.warning("GPU tier %s has an invalid pattern %r", row.slug, row.pattern)
                     continue
-            tiers.append(
-                Tier(row.slug, row.multiplier, row.kind, pattern, row.mobile, row.min_vram_mb)
-            )
+            multiplier = multipliers.get(row.slug, Decimal(0))
+            tiers.append(Tier(row.slug, multiplier, row.kind, pattern, row.mobile, row.min_vram_mb))
         return cls(tiers)
 
     def for_gpu(self, name: str | None, vram_mb: int | None) -> Tier:

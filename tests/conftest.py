@@ -138,9 +138,6 @@ def reseed() -> None:
 
     for module in _SEEDS:
         importlib.import_module(module).seed(apps, None)
-    from jobs import billing
-
-    billing._multipliers.cache_clear()
 
 
 @pytest.fixture(autouse=True)
@@ -150,6 +147,7 @@ def _seeded(request: pytest.FixtureRequest) -> None:
     from jobs import billing
 
     billing._spot_cache.clear()
+    billing._tier_cache.clear()
     marker = request.node.get_closest_marker("django_db")
     transactional = "transactional_db" in request.fixturenames or (
         marker is not None and marker.kwargs.get("transaction")

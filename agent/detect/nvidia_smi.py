@@ -18,7 +18,7 @@ import csv
 import io
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
 from agent.detect.model import GPU
@@ -156,6 +156,14 @@ def parse_query_csv(text: str, fields: Sequence[str] | None = None) -> list[GPU]
 
 # --- -q -x XML ---------------------------------------------------------------------------------
 
+_XML_KEYS = {
+    "name": "product_name",
+    "uuid": "uuid",
+    "vram_total": "fb_memory_usage/total",
+    "vram_free": "fb_memory_usage/free",
+    "utilization": "utilization/gpu_util",
+    "temperature": "temperature/gpu_temp",
+}
 _XML_POWER_PATHS = tuple(
     f"{section}/{reading}"
     for section in ("gpu_power_readings", "power_readings")
@@ -181,27 +189,47 @@ def parse_query_xml(text: str) -> list[GPU]:
             for child in reasons:
                 # clocks_event_reason_hw_slowdown / clocks_throttle_reason_hw_slowdown
                 flags[child.tag.split("_reason_", 1)[-1]] = child.text
-        gpus.append(
-            GPU(
-                index=position,
-                name=clean(node.findtext("product_name")),
-                vendor="nvidia",
-                uuid=clean(node.findtext("uuid")),
-                vram_total_mb=to_mib(node.findtext("fb_memory_usage/total")),
-                vram_free_mb=to_mib(node.findtext("fb_memory_usage/free")),
-                driver_version=driver,
-                utilization_pct=to_int(node.findtext("utilization/gpu_util")),
-                temperature_c=to_int(node.findtext("temperature/gpu_temp")),
-                power_w=_first_watts(node.findtext(path) for path in _XML_POWER_PATHS),
-                source=SOURCE,
-                throttled=throttled_from_flags(flags),
-            )
-        )
+        power_w = _first_watts(node.findtext(path) for path in _XML_POWER_PATHS)
+        gpus.append(_gpu(position, node.findtext, _XML_KEYS, driver, power_w, flags))
     return gpus
+
+
+def _gpu(
+    position: int,
+    read: Callable[[str], str | None],
+    keys: dict[str, str],
+    driver: str | None,
+    power_w: float | None,
+    flags: dict[str, str | None],
+) -> GPU:
+    """A GPU from one of the full reports (``-q -x`` or ``-q``): `keys` names where each reading
+    is in that report, `read` looks one up."""
+    return GPU(
+        index=position,
+        name=clean(read(keys["name"])),
+        vendor="nvidia",
+        uuid=clean(read(keys["uuid"])),
+        vram_total_mb=to_mib(read(keys["vram_total"])),
+        vram_free_mb=to_mib(read(keys["vram_free"])),
+        driver_version=driver,
+        utilization_pct=to_int(read(keys["utilization"])),
+        temperature_c=to_int(read(keys["temperature"])),
+        power_w=power_w,
+        source=SOURCE,
+        throttled=throttled_from_flags(flags),
+    )
 
 
 # --- -q text -----------------------------------------------------------------------------------
 
+_TEXT_KEYS = {
+    "name": "product name",
+    "uuid": "gpu uuid",
+    "vram_total": "fb memory usage/total",
+    "vram_free": "fb memory usage/free",
+    "utilization": "utilization/gpu",
+    "temperature": "temperature/gpu current temp",
+}
 _KEY_VALUE = re.compile(r"^(\s*)(\S.*?)\s+:\s?(.*)$")
 _TEXT_POWER_KEYS = tuple(
     f"{section}/{reading}"
@@ -231,22 +259,8 @@ def parse_query_text(text: str) -> list[GPU]:
             reason: block.get(f"{reasons_section}/{label}")
             for reason, label in _TEXT_REASONS.items()
         }
-        gpus.append(
-            GPU(
-                index=position,
-                name=clean(block.get("product name")),
-                vendor="nvidia",
-                uuid=clean(block.get("gpu uuid")),
-                vram_total_mb=to_mib(block.get("fb memory usage/total")),
-                vram_free_mb=to_mib(block.get("fb memory usage/free")),
-                driver_version=driver,
-                utilization_pct=to_int(block.get("utilization/gpu")),
-                temperature_c=to_int(block.get("temperature/gpu current temp")),
-                power_w=_first_watts(block.get(key) for key in _TEXT_POWER_KEYS),
-                source=SOURCE,
-                throttled=throttled_from_flags(flags),
-            )
-        )
+        power_w = _first_watts(block.get(key) for key in _TEXT_POWER_KEYS)
+        gpus.append(_gpu(position, block.get, _TEXT_KEYS, driver, power_w, flags))
     return gpus
 
 

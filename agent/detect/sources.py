@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from functools import partial
 from types import ModuleType
 from typing import Any
 
@@ -165,33 +166,24 @@ def nvidia_smi_gpus(host: Host, notes: list[str]) -> list[GPU] | None:
     if exe is None:
         notes.append("nvidia-smi: not found on PATH")
         return None
-    try:
-        return query_nvidia_smi(host, exe)
-    except ToolFailed as exc:
-        notes.append(f"nvidia-smi --query-gpu: {exc}")
-        if exc.timed_out:
-            return None
-    except _Unreadable as exc:
-        notes.append(f"nvidia-smi --query-gpu: {exc}")
-    attempts: tuple[tuple[list[str], Callable[[str], list[GPU]]], ...] = (
-        ([exe, "-q", "-x"], nvidia_smi.parse_query_xml),
-        ([exe, "-q"], nvidia_smi.parse_query_text),
+    return _first_answer(
+        (
+            ("nvidia-smi --query-gpu", lambda: query_nvidia_smi(host, exe)),
+            (
+                "nvidia-smi -q -x",
+                lambda: _parsed(host, [exe, "-q", "-x"], nvidia_smi.parse_query_xml),
+            ),
+            ("nvidia-smi -q", lambda: _parsed(host, [exe, "-q"], nvidia_smi.parse_query_text)),
+            ("nvidia-smi", lambda: _table_and_list(host, exe, notes)),
+        ),
+        notes,
     )
-    for argv, parse in attempts:
-        try:
-            return _parsed(host, argv, parse)
-        except ToolFailed as exc:
-            notes.append(f"nvidia-smi {' '.join(argv[1:])}: {exc}")
-            if exc.timed_out:
-                return None
-        except _Unreadable as exc:
-            notes.append(f"nvidia-smi {' '.join(argv[1:])}: {exc}")
-    try:
-        table = _parsed(host, [exe], nvidia_smi.parse_table)
-        listed = _parsed(host, [exe, "-L"], nvidia_smi.parse_list)
-    except (ToolFailed, _Unreadable) as exc:
-        notes.append(f"nvidia-smi: {exc}")
-        return None
+
+
+def _table_and_list(host: Host, exe: str, notes: list[str]) -> list[GPU]:
+    """The plain table, with the full names ``-L`` prints (the table cuts long ones short)."""
+    table = _parsed(host, [exe], nvidia_smi.parse_table)
+    listed = _parsed(host, [exe, "-L"], nvidia_smi.parse_list)
     if any(gpu.name and gpu.name.endswith("...") for gpu in table) and not listed:
         notes.append("nvidia-smi: GPU names are cut short in the table and -L gave none")
     return nvidia_smi.merge_table_and_list(table, listed)
@@ -222,23 +214,23 @@ def rocm_smi_gpus(host: Host, notes: list[str]) -> list[GPU] | None:
     if exe is None:
         notes.append("rocm-smi: not found on PATH")
         return None
-    attempts: tuple[tuple[list[str], Callable[[str], list[GPU]]], ...] = (
-        ([exe, *rocm_smi.QUERY_ARGS, "--json"], rocm_smi.parse_json),
-        ([exe, *rocm_smi.QUERY_ARGS, "--csv"], rocm_smi.parse_csv),
-        ([exe, "--showproductname"], rocm_smi.parse_text),
+    # rocm-smi exits non-zero when one of several readings is unsupported, yet prints the rest:
+    # what parses is used.
+    return _first_answer(
+        (
+            (
+                f"rocm-smi {flag}",
+                partial(_parsed, host, [exe, *args, flag], parse, require_success=False),
+            )
+            for args, flag, parse in (
+                (rocm_smi.QUERY_ARGS, "--json", rocm_smi.parse_json),
+                (rocm_smi.QUERY_ARGS, "--csv", rocm_smi.parse_csv),
+                ((), "--showproductname", rocm_smi.parse_text),
+            )
+        ),
+        notes,
+        failed_as="rocm-smi",
     )
-    for argv, parse in attempts:
-        try:
-            # rocm-smi exits non-zero when one of several readings is unsupported, yet prints
-            # the rest: what parses is used.
-            return _parsed(host, argv, parse, require_success=False)
-        except ToolFailed as exc:
-            notes.append(f"rocm-smi: {exc}")
-            if exc.timed_out:
-                return None
-        except _Unreadable as exc:
-            notes.append(f"rocm-smi {argv[-1]}: {exc}")
-    return None
 
 
 # --- system_profiler ---------------------------------------------------------------------------
@@ -250,20 +242,17 @@ def system_profiler_gpus(host: Host, notes: list[str]) -> list[GPU] | None:
     if exe is None:
         notes.append("system_profiler: not found (not macOS)")
         return None
-    attempts: tuple[tuple[list[str], Callable[[str], list[GPU]]], ...] = (
-        ([exe, "SPDisplaysDataType", "-json"], macos.parse_displays_json),
-        ([exe, "SPDisplaysDataType"], macos.parse_displays_text),
+    return _first_answer(
+        (
+            (f"system_profiler {' '.join(args)}", partial(_parsed, host, [exe, *args], parse))
+            for args, parse in (
+                (["SPDisplaysDataType", "-json"], macos.parse_displays_json),
+                (["SPDisplaysDataType"], macos.parse_displays_text),
+            )
+        ),
+        notes,
+        failed_as="system_profiler",
     )
-    for argv, parse in attempts:
-        try:
-            return _parsed(host, argv, parse)
-        except ToolFailed as exc:
-            notes.append(f"system_profiler: {exc}")
-            if exc.timed_out:
-                return None
-        except _Unreadable as exc:
-            notes.append(f"system_profiler {' '.join(argv[1:])}: {exc}")
-    return None
 
 
 # --- shared ------------------------------------------------------------------------------------
@@ -275,6 +264,30 @@ GPU_SOURCES: tuple[tuple[str, Source], ...] = (
     ("rocm-smi", rocm_smi_gpus),
     ("system_profiler", system_profiler_gpus),
 )
+
+
+def _first_answer(
+    attempts: Iterable[tuple[str, Callable[[], list[GPU]]]],
+    notes: list[str],
+    *,
+    failed_as: str | None = None,
+) -> list[GPU] | None:
+    """The first of a tool's ways of asking that answers, each tried in turn.
+
+    Each failure leaves a note under the attempt's label (a failed run under `failed_as` where
+    given: the tool's own error line names what it refused). A tool that timed out is not asked
+    again. None when no attempt answered.
+    """
+    for label, attempt in attempts:
+        try:
+            return attempt()
+        except ToolFailed as exc:
+            notes.append(f"{failed_as or label}: {exc}")
+            if exc.timed_out:
+                return None
+        except _Unreadable as exc:
+            notes.append(f"{label}: {exc}")
+    return None
 
 
 def _parsed(

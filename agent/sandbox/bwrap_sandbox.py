@@ -24,14 +24,13 @@ from agent.sandbox.base import (
     SANDBOX_GID,
     SANDBOX_UID,
     WORK_DIR,
-    OutputCallback,
     RunRequest,
     RunResult,
-    SandboxRefused,
     SandboxUnavailable,
     job_env,
 )
 from agent.sandbox.cgroups import JobCgroup
+from agent.sandbox.common import SandboxBase
 from agent.sandbox.images import ImagePolicy
 from agent.sandbox.process import in_cgroup, run_process
 from agent.sandbox.streams import OutputSink
@@ -153,8 +152,10 @@ def probe_bwrap() -> None:
         raise SandboxUnavailable(f"bubblewrap cannot create its namespaces here: {reason}")
 
 
-class BwrapSandbox:
+class BwrapSandbox(SandboxBase):
     name = "bwrap"
+    refuse_gpus = "GPU jobs need the Docker sandbox; bubblewrap gives no GPU"
+    start_error = "could not run bubblewrap"
 
     def __init__(
         self,
@@ -166,26 +167,17 @@ class BwrapSandbox:
     ) -> None:
         """`cgroups=False` leaves limits to rlimits even where a cgroup could be made (for a
         host whose cgroups are managed by something else)."""
-        self._policy = policy
+        super().__init__(policy=policy, node=node)
         self._bwrap = bwrap or find_bwrap()
         self._cgroups = cgroups
-        self._node = node
 
-    def run(
+    def _execute(
         self,
         req: RunRequest,
-        *,
-        on_output: OutputCallback | None = None,
-        cancel: threading.Event | None = None,
+        workspace: Workspace,
+        sink: OutputSink,
+        cancel: threading.Event | None,
     ) -> RunResult:
-        req.check()
-        self._policy.check(req.image)
-        if req.gpus != 0:
-            raise SandboxRefused("GPU jobs need the Docker sandbox; bubblewrap gives no GPU")
-        try:
-            workspace = Workspace.create(req.inputs, node=self._node)
-        except OSError as exc:
-            return RunResult.infrastructure_error(f"could not prepare the job's files: {exc}")
         cgroup = JobCgroup.create(f"job-{uuid.uuid4().hex[:12]}", req) if self._cgroups else None
         try:
             argv = limited(bwrap_argv(self._bwrap, req, workspace), req, cgroup)
@@ -195,17 +187,10 @@ class BwrapSandbox:
                 cwd="/",
                 req=req,
                 workspace=workspace,
-                sink=OutputSink(on_output),
+                sink=sink,
                 cancel=cancel,
                 cgroup=cgroup,
             )
-        except OSError as exc:
-            return RunResult.infrastructure_error(
-                f"could not run bubblewrap: {exc}", workspace=workspace.root
-            )
-        except BaseException:
-            workspace.remove()
-            raise
         finally:
             if cgroup is not None:
                 cgroup.remove()

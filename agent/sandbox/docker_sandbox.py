@@ -20,13 +20,13 @@ from agent.sandbox.base import (
     SANDBOX_GID,
     SANDBOX_UID,
     WORK_DIR,
-    OutputCallback,
     RunRequest,
     RunResult,
     SandboxRefused,
     SandboxUnavailable,
     job_env,
 )
+from agent.sandbox.common import SandboxBase
 from agent.sandbox.images import ImagePolicy
 from agent.sandbox.streams import OutputSink
 from agent.sandbox.supervision import Stop, build_result, supervise
@@ -140,8 +140,11 @@ def _pump(stream: Iterable[tuple[bytes | None, bytes | None]], sink: OutputSink)
         log.warning("the job's output stream broke off: %s", exc)
 
 
-class DockerSandbox:
+class DockerSandbox(SandboxBase):
     """One container per job; the engine does the isolation, this class sets and watches it."""
+
+    start_errors = ENGINE_ERRORS
+    start_error = "Docker engine"
 
     def __init__(
         self,
@@ -151,21 +154,12 @@ class DockerSandbox:
         runtime: str | None = None,
         node: str | None = None,
     ) -> None:
+        super().__init__(policy=policy, node=node)
         self.name = "gvisor" if runtime == RUNSC else "docker"
         self._client = client
-        self._policy = policy
         self._runtime = runtime
-        self._node = node
 
-    def run(
-        self,
-        req: RunRequest,
-        *,
-        on_output: OutputCallback | None = None,
-        cancel: threading.Event | None = None,
-    ) -> RunResult:
-        req.check()
-        self._policy.check(req.image)
+    def _preflight(self, req: RunRequest) -> RunResult | None:
         try:
             self._client.images.get(req.image)
         except ImageNotFound as exc:
@@ -175,17 +169,7 @@ class DockerSandbox:
             ) from exc
         except ENGINE_ERRORS as exc:
             return RunResult.infrastructure_error(f"Docker engine: {exc}")
-        try:
-            workspace = Workspace.create(req.inputs, node=self._node)
-        except OSError as exc:
-            return RunResult.infrastructure_error(f"could not prepare the job's files: {exc}")
-        try:
-            return self._run_in(workspace, req, OutputSink(on_output), cancel)
-        except ENGINE_ERRORS as exc:
-            return RunResult.infrastructure_error(f"Docker engine: {exc}", workspace=workspace.root)
-        except BaseException:
-            workspace.remove()
-            raise
+        return None
 
     def _runtime_for(self, req: RunRequest) -> str | None:
         if req.gpus != 0 and self._runtime == RUNSC:
@@ -194,10 +178,10 @@ class DockerSandbox:
             return None
         return self._runtime
 
-    def _run_in(
+    def _execute(
         self,
-        workspace: Workspace,
         req: RunRequest,
+        workspace: Workspace,
         sink: OutputSink,
         cancel: threading.Event | None,
     ) -> RunResult:

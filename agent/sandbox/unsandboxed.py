@@ -12,15 +12,8 @@ import os
 import shutil
 import threading
 
-from agent.sandbox.base import (
-    MIB,
-    OutputCallback,
-    RunRequest,
-    RunResult,
-    SandboxRefused,
-    job_env,
-)
-from agent.sandbox.images import ImagePolicy
+from agent.sandbox.base import MIB, RunRequest, RunResult, job_env
+from agent.sandbox.common import SandboxBase
 from agent.sandbox.process import run_process
 from agent.sandbox.streams import OutputSink
 from agent.sandbox.workspace import Workspace
@@ -28,35 +21,26 @@ from agent.sandbox.workspace import Workspace
 log = logging.getLogger(__name__)
 
 
-class UnsandboxedRunner:
+class UnsandboxedRunner(SandboxBase):
     name = "none"
+    refuse_gpus = "GPU jobs need the Docker sandbox"
 
-    def __init__(self, *, policy: ImagePolicy, node: str | None = None) -> None:
-        self._policy = policy
-        self._node = node
-
-    def run(
-        self,
-        req: RunRequest,
-        *,
-        on_output: OutputCallback | None = None,
-        cancel: threading.Event | None = None,
-    ) -> RunResult:
-        req.check()
-        self._policy.check(req.image)
-        if req.gpus != 0:
-            raise SandboxRefused("GPU jobs need the Docker sandbox")
+    def _preflight(self, req: RunRequest) -> None:
         log.warning(
             "UNSANDBOXED: this job runs with no isolation, as uid %d with full access to this "
             "machine and its network (allow_unsandboxed is set)",
             os.getuid(),
         )
-        try:
-            workspace = Workspace.create(req.inputs, node=self._node)
-            work_dir = workspace.root / "work"
-            work_dir.mkdir()
-        except OSError as exc:
-            return RunResult.infrastructure_error(f"could not prepare the job's files: {exc}")
+
+    def _execute(
+        self,
+        req: RunRequest,
+        workspace: Workspace,
+        sink: OutputSink,
+        cancel: threading.Event | None,
+    ) -> RunResult:
+        work_dir = workspace.root / "work"
+        work_dir.mkdir()
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             **job_env(
@@ -71,21 +55,13 @@ class UnsandboxedRunner:
         # prlimit, that is: Linux).
         if shutil.which("prlimit"):
             argv = ["prlimit", f"--as={req.memory_mb * MIB}", "--", *argv]
-        try:
-            return run_process(
-                argv,
-                env=env,
-                cwd=str(work_dir),
-                req=req,
-                workspace=workspace,
-                sink=OutputSink(on_output),
-                cancel=cancel,
-                cgroup=None,
-            )
-        except OSError as exc:
-            return RunResult.infrastructure_error(
-                f"could not start the job: {exc}", workspace=workspace.root
-            )
-        except BaseException:
-            workspace.remove()
-            raise
+        return run_process(
+            argv,
+            env=env,
+            cwd=str(work_dir),
+            req=req,
+            workspace=workspace,
+            sink=sink,
+            cancel=cancel,
+            cgroup=None,
+        )

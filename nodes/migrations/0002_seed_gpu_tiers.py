@@ -34,18 +34,22 @@ GENERIC = [
 
 def seed(apps, schema_editor):
     GpuTier = apps.get_model("nodes", "GpuTier")
+    # Migration 0007 moved the multiplier to the price book; the tests reseed through this
+    # function with the current models, which have no multiplier.
+    priced = any(field.name == "multiplier" for field in GpuTier._meta.get_fields())
     for rank, (slug, label, pattern, multiplier) in enumerate(NAMED, start=1):
         GpuTier.objects.update_or_create(slug=slug, defaults={
             "label": label, "kind": "named", "pattern": pattern, "mobile": False,
-            "multiplier": Decimal(multiplier), "rank": rank * 10,
+            "rank": rank * 10, **({"multiplier": Decimal(multiplier)} if priced else {}),
         })
     for slug, label, min_vram_mb, multiplier in GENERIC:
         GpuTier.objects.update_or_create(slug=slug, defaults={
             "label": label, "kind": "generic", "min_vram_mb": min_vram_mb,
-            "multiplier": Decimal(multiplier), "rank": 500,
+            "rank": 500, **({"multiplier": Decimal(multiplier)} if priced else {}),
         })
     GpuTier.objects.update_or_create(slug="cpu", defaults={
-        "label": "CPU only", "kind": "cpu", "multiplier": Decimal("0.8"), "rank": 900,
+        "label": "CPU only", "kind": "cpu", "rank": 900,
+        **({"multiplier": Decimal("0.8")} if priced else {}),
     })
 
 

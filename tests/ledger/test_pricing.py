@@ -8,7 +8,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from ledger.errors import DomainError, ImmutableRecord
-from ledger.models import Event, PriceBook, SpotPrice, TierMultiplier
+from ledger.models import Event, PriceBook, PriceRule, RuleKind, SpotPrice
 from ledger.pricing import (
     NoRulesInForce,
     PriceOutOfBounds,
@@ -16,6 +16,7 @@ from ledger.pricing import (
     price_book_copy,
     region_for,
     rules_at,
+    rules_version,
     spot_bounds_set,
     spot_price_get,
     spot_price_set,
@@ -30,7 +31,14 @@ def test_it_seeds_the_design_figures(price_books):
     assert rules.name == "2025 rate card"
     assert rules.platform_fee_bps == 2000
     assert rules.min_cashout_paise == 50_000
-    assert rules.tiers["rtx-4090"] == Decimal("3.0") and rules.tiers["cpu"] == Decimal("0.8")
+    design = {
+        "rtx-5090": "3.0", "rtx-4090": "3.0", "rtx-3090": "2.5", "rtx-4070": "2.5",
+        "rtx-3080": "2.0", "rtx-3060": "2.0", "rtx-2070": "2.0", "gtx-1080ti": "1.5",
+        "gtx-1080": "1.5", "gtx-1660": "1.3", "cpu": "0.8",
+    }  # fmt: skip
+    assert {tier: rules.tiers[tier] for tier in design} == {
+        tier: Decimal(m) for tier, m in design.items()
+    }
     assert {r: rules.regions[r] for r in ("in", "us", "uk", "eu")} == {
         "in": Decimal("0.7"),
         "us": Decimal("1.0"),
@@ -88,8 +96,8 @@ def test_a_book_in_force_is_frozen_in_the_models():
     book.platform_fee_bps = 1000
     with pytest.raises(ImmutableRecord, match="frozen"):
         book.save()
-    row = TierMultiplier.objects.get(book=book, tier="rtx-4090")
-    row.multiplier = Decimal("9")
+    row = PriceRule.objects.get(book=book, kind=RuleKind.TIER, key="rtx-4090")
+    row.value = Decimal("9")
     with pytest.raises(ImmutableRecord):
         row.save()
     with pytest.raises(ImmutableRecord):
@@ -101,8 +109,9 @@ def test_a_book_in_force_is_frozen_in_the_database():
     book_id = PriceBook.objects.order_by("-effective_from").values_list("pk", flat=True).first()
     for sql in (
         "UPDATE ledger_pricebook SET platform_fee_bps = 100 WHERE id = %s",
-        "UPDATE ledger_tiermultiplier SET multiplier = 9 WHERE book_id = %s",
-        "DELETE FROM ledger_regionmultiplier WHERE book_id = %s",
+        "UPDATE ledger_pricerule SET value = 9 WHERE kind = 'tier' AND book_id = %s",
+        "DELETE FROM ledger_pricerule WHERE kind = 'region' AND book_id = %s",
+        "INSERT INTO ledger_pricerule (book_id, kind, key, value) VALUES (%s, 'tier', 'x', 1)",
     ):
         with pytest.raises(Exception, match="frozen"), transaction.atomic():
             with connection.cursor() as cursor:
@@ -127,7 +136,9 @@ def test_a_new_version_takes_over_at_its_effective_from():
     draft = price_book_copy(
         source=PriceBook.objects.first(), effective_from=now + timedelta(hours=1)
     )
-    TierMultiplier.objects.filter(book=draft, tier="gtx-1080").update(multiplier=Decimal("1.7"))
+    PriceRule.objects.filter(book=draft, kind=RuleKind.TIER, key="gtx-1080").update(
+        value=Decimal("1.7")
+    )
     assert rules_at(now).tier_multiplier("gtx-1080") == Decimal("1.5")
     later = rules_at(now + timedelta(hours=2))
     assert later.version == draft.pk
@@ -196,9 +207,58 @@ def test_the_admin_shows_books_in_force_read_only_and_copies_them(client, dave):
     )
     draft = PriceBook.objects.order_by("-effective_from").first()
     assert draft.pk != book.pk and draft.effective_from > timezone.now()
-    assert draft.tiers.count() == book.tiers.count()
+    copied = {(r.kind, r.key, r.value) for r in draft.rules.all()}
+    assert copied == {(r.kind, r.key, r.value) for r in book.rules.all()}
     editable = client.get(f"/admin/ledger/pricebook/{draft.pk}/change/")
     assert b'name="platform_fee_bps"' in editable.content
+
+
+def _draft_form(draft: PriceBook, **values: str) -> dict[str, object]:
+    """The admin's change form of a draft as a browser posts it, with some rules' values set."""
+    rules = list(draft.rules.all())
+    data: dict[str, object] = {
+        "name": draft.name,
+        "effective_from_0": draft.effective_from.strftime("%Y-%m-%d"),
+        "effective_from_1": draft.effective_from.strftime("%H:%M:%S"),
+        "platform_fee_bps": draft.platform_fee_bps,
+        "cashout_fee_bps": draft.cashout_fee_bps,
+        "min_cashout_paise": draft.min_cashout_paise,
+        "paise_per_credit": draft.paise_per_credit,
+        "default_region_multiplier": draft.default_region_multiplier,
+        "created_at_0": draft.created_at.strftime("%Y-%m-%d"),
+        "created_at_1": draft.created_at.strftime("%H:%M:%S"),
+        "rules-TOTAL_FORMS": len(rules),
+        "rules-INITIAL_FORMS": len(rules),
+        "rules-MIN_NUM_FORMS": 0,
+        "rules-MAX_NUM_FORMS": 1000,
+    }
+    for i, rule in enumerate(rules):
+        data |= {
+            f"rules-{i}-id": rule.pk,
+            f"rules-{i}-book": draft.pk,
+            f"rules-{i}-kind": rule.kind,
+            f"rules-{i}-key": rule.key,
+            f"rules-{i}-value": values.get(f"{rule.kind}:{rule.key}", rule.value),
+        }
+    return data
+
+
+def test_the_admin_edits_a_drafts_rules_within_their_bounds(client, dave):
+    client.force_login(dave)
+    draft = price_book_copy(
+        source=PriceBook.objects.order_by("-effective_from").first(),
+        effective_from=timezone.now() + timedelta(days=7),
+    )
+    url = f"/admin/ledger/pricebook/{draft.pk}/change/"
+    for bad, message in (
+        ({"tier:rtx-4090": "150"}, b"A multiplier is between"),
+        ({"base_rate:default": "50.5"}, b"A base rate is a whole number"),
+    ):
+        page = client.post(url, _draft_form(draft, **bad))
+        assert page.status_code == 200 and message in page.content
+    response = client.post(url, _draft_form(draft, **{"tier:rtx-4090": "4.5"}))
+    assert response.status_code == 302
+    assert rules_version(draft.pk).tier_multiplier("rtx-4090") == Decimal("4.5")
 
 
 def test_the_admin_sets_spot_bounds_through_the_service(client, dave):

@@ -133,7 +133,6 @@ def test_it_refuses_a_broken_pattern_in_the_tier_admin(admin_client):
             "label": "Broken",
             "kind": "named",
             "pattern": "rtx (40",
-            "multiplier": "1.0",
             "rank": "1",
         },
     )

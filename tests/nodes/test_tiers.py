@@ -1,8 +1,7 @@
-from decimal import Decimal
-
 import pytest
 from django.core.exceptions import ValidationError
 
+from ledger.pricing import rules_at
 from nodes.models import GpuTier
 from nodes.tiers import TierTable
 from tests.nodes.conftest import gpu, register_node
@@ -51,36 +50,9 @@ def test_it_gives_mobile_and_unknown_gpus_a_generic_tier_by_vram(name, vram_mb, 
     assert TierTable.load().for_gpu(name, vram_mb).slug == tier
 
 
-def test_it_seeds_the_designs_multipliers():
-    seeded = dict(GpuTier.objects.values_list("slug", "multiplier"))
-    assert {
-        slug: seeded[slug]
-        for slug in (
-            "rtx-5090",
-            "rtx-4090",
-            "rtx-3090",
-            "rtx-4070",
-            "rtx-3080",
-            "rtx-3060",
-            "rtx-2070",
-            "gtx-1080ti",
-            "gtx-1080",
-            "gtx-1660",
-            "cpu",
-        )
-    } == {
-        "rtx-5090": Decimal("3.00"),
-        "rtx-4090": Decimal("3.00"),
-        "rtx-3090": Decimal("2.50"),
-        "rtx-4070": Decimal("2.50"),
-        "rtx-3080": Decimal("2.00"),
-        "rtx-3060": Decimal("2.00"),
-        "rtx-2070": Decimal("2.00"),
-        "gtx-1080ti": Decimal("1.50"),
-        "gtx-1080": Decimal("1.50"),
-        "gtx-1660": Decimal("1.30"),
-        "cpu": Decimal("0.80"),
-    }
+def test_every_seeded_tier_has_a_multiplier_in_the_price_book():
+    """The book is where a tier's multiplier lives; a tier it does not name cannot be priced."""
+    assert set(GpuTier.objects.values_list("slug", flat=True)) <= set(rules_at().tiers)
 
 
 def test_it_puts_a_node_without_a_gpu_in_the_cpu_tier(bob):
@@ -111,7 +83,6 @@ def test_it_applies_an_admins_new_tier_to_the_next_registration(bob):
         slug="rtx-4060",
         label="RTX 4060",
         pattern=r"\brtx 4060\b",
-        multiplier=Decimal("1.8"),
         rank=5,
     )
     GpuTier.objects.create(
@@ -119,7 +90,6 @@ def test_it_applies_an_admins_new_tier_to_the_next_registration(bob):
         label="RTX 3060 Laptop",
         pattern=r"\brtx 3060\b",
         mobile=True,
-        multiplier=Decimal("1.2"),
     )
     desktop, _ = register_node(bob, gpus=[gpu("NVIDIA GeForce RTX 4060", 8188)])
     laptop, _ = register_node(bob, gpus=[gpu("NVIDIA GeForce RTX 3060 Laptop GPU", 6144)])
@@ -127,12 +97,12 @@ def test_it_applies_an_admins_new_tier_to_the_next_registration(bob):
 
 
 def test_it_refuses_a_pattern_that_is_not_a_regular_expression():
-    tier = GpuTier(slug="broken", label="x", pattern=r"rtx (40", multiplier=Decimal(1))
+    tier = GpuTier(slug="broken", label="x", pattern=r"rtx (40")
     with pytest.raises(ValidationError, match="pattern"):
         tier.full_clean()
 
 
 def test_it_skips_a_bad_pattern_saved_around_the_form(bob):
-    GpuTier.objects.create(slug="broken", label="x", pattern=r"rtx (40", multiplier=1, rank=1)
+    GpuTier.objects.create(slug="broken", label="x", pattern=r"rtx (40", rank=1)
     node, _ = register_node(bob)
     assert node.tier == "rtx-4090"
