@@ -15,7 +15,7 @@ from tests.migrations import migrated_back_to
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 
-BEFORE = [("ledger", "0009_drop_event_type_index")]
+BEFORE = [("ledger", "0010_sealbatch_postgres_horizon_only")]
 OLD = {
     "base_rate": "SELECT book_id, job_kind, rate_per_s_minor FROM ledger_baserate",
     "tier": "SELECT book_id, tier, multiplier FROM ledger_tiermultiplier",
