@@ -3,7 +3,8 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from computepool.health import healthz, metrics
+from core.health import healthz
+from core.metrics import metrics
 from jobs.urls import agent_urlpatterns as jobs_agent
 from nodes.urls import agent_urlpatterns as nodes_agent
 

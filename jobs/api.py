@@ -16,7 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from computepool.api.permissions import IsSubmitter
+from core.api.permissions import IsSubmitter
 from jobs import attempts as attempt_services
 from jobs.claim import Lease, task_claim
 from jobs.claim_body import claim_plain

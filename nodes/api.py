@@ -11,8 +11,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from computepool.api.pagination import DefaultPagination
-from computepool.api.permissions import IsOperator
+from core.api.pagination import DefaultPagination
+from core.api.permissions import IsOperator
 from ledger.models import Event
 from nodes.auth import IsAgent
 from nodes.heartbeat_body import heartbeat_plain

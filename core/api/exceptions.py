@@ -12,7 +12,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from ledger.errors import DomainError
+from core.errors import DomainError
 
 
 def _fields(detail: Any) -> dict[str, list[str]]:
