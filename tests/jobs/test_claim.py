@@ -262,3 +262,29 @@ def test_the_claims_attempt_row_is_the_one_the_orm_would_store(submitter, bob):
             assert getattr(stored, field.attname) == getattr(expected, field.attname), field.name
     price = node_price(node)
     assert (stored.node_id, stored.state, stored.price_per_s) == (node.pk, "leased", price)
+
+
+@pytest.mark.parametrize("wait", [-1, 31, 10**400, "NaN", "soon", None, [1]])
+def test_it_refuses_a_wait_out_of_range_with_a_field_error_and_leases_nothing(submitter, bob, wait):
+    submit(submitter)
+    _, agent = online_node(bob)
+    response = agent.post("/api/v1/agent/claim", {"wait": wait}, format="json")
+    assert response.status_code == 400, response.content[:300]
+    assert "wait" in response.json()["fields"]
+    assert not Attempt.objects.exists()
+
+
+@pytest.mark.parametrize("body", [[], "wait", 3])
+def test_it_refuses_a_claim_body_that_is_not_an_object(bob, body):
+    _, agent = online_node(bob)
+    response = agent.post("/api/v1/agent/claim", body, format="json")
+    assert response.status_code == 400, response.content[:300]
+
+
+@pytest.mark.parametrize("body", [{}, {"wait": 0}, {"wait": 0.0}, {"wait": "0"}])
+def test_it_accepts_a_claim_without_a_wait_or_with_none_to_speak_of(submitter, bob, body):
+    submit(submitter)
+    _, agent = online_node(bob)
+    response = agent.post("/api/v1/agent/claim", body, format="json")
+    assert response.status_code == 200, response.content[:300]
+    assert response.json()["attempt_id"] == Attempt.objects.get().pk
