@@ -1,7 +1,7 @@
 """One shape for every API error: {"error": code, "detail": text, "fields": {field: [msgs]}}.
 
-Application errors (a conflict, a stale lease, insufficient funds) are raised as ApiError
-subclasses from services and mapped here, so views stay thin.
+Application errors (a conflict, a stale lease, insufficient funds) are raised as DomainError
+subclasses (core.errors) from services and mapped here, so views stay thin.
 """
 
 from typing import Any
