@@ -80,7 +80,7 @@ def breakdown(key: str, n: int = 500) -> None:
     from django.core.cache import cache
     from django.db import connection
 
-    from computepool.api.throttling import _counts
+    from core.api.throttling import _counts
     from nodes.auth import resolve_agent_key
     from nodes.models import Node
     from people.keys import hash_key

@@ -55,7 +55,7 @@ def explain(key: str) -> str:
     """EXPLAIN ANALYZE of the claim under the plan it runs with (its generic plan)."""
     from django.db import transaction
 
-    from jobs.claim_plan import claim_generic_plan
+    from bench.claim_plan import claim_generic_plan
     from jobs.node_profile import profile_for
     from nodes.auth import resolve_agent_key
 

@@ -2,7 +2,8 @@ from django.apps import AppConfig
 
 
 class ComputepoolConfig(AppConfig):
-    """The wiring: schedules, metrics, health. No models, no business logic."""
+    """The wiring: settings, URLs, the Celery app and its schedules. No models, no business
+    logic; what the apps share is in core."""
 
     name = "computepool"
     verbose_name = "ComputePool"

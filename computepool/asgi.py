@@ -4,7 +4,3 @@ from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "computepool.settings")
 application = get_asgi_application()
-
-from computepool.warm import warm_and_freeze  # noqa: E402 - after the application's setup
-
-warm_and_freeze()

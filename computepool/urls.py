@@ -3,17 +3,10 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from computepool.health import healthz, metrics
-from jobs.urls import agent_urlpatterns as jobs_agent
-from nodes.urls import agent_urlpatterns as nodes_agent
-
-# Django tries patterns in order, and the agents' requests are nearly all of the hub's: their
-# routes come first, under one prefix, so that a heartbeat, a claim or a completion is matched
-# after a few patterns instead of after every route of the API and the admin.
-agent = nodes_agent + jobs_agent
+from core.health import healthz
+from core.metrics import metrics
 
 api_v1 = [
-    path("agent/", include(agent)),
     path("", include("people.urls")),
     path("", include("nodes.urls")),
     path("", include("jobs.urls")),
@@ -23,9 +16,9 @@ api_v1 = [
 ]
 
 urlpatterns = [
-    path("api/v1/", include(api_v1)),
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
     path("admin/", admin.site.urls),
+    path("api/v1/", include(api_v1)),
     path("api-auth/", include("rest_framework.urls")),
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics, name="metrics"),

@@ -17,11 +17,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from computepool.api.permissions import IsSubmitter
+from core.api.permissions import IsSubmitter
 from jobs import attempts as attempt_services
 from jobs.claim import Lease, task_claim
-from jobs.claim_body import claim_plain
-from jobs.complete_body import complete_plain
 from jobs.models import Artifact, Attempt, Job, LogChunk
 from jobs.node_profile import profile_for
 from jobs.selectors import job_timeline, queue_backoff_ends
@@ -261,13 +259,9 @@ class ClaimApi(APIView):
         summary="Lease the next task this node can run (long-poll with wait)",
     )
     def post(self, request: Request) -> Response:
-        # The common body without DRF's serializers; anything else goes to ClaimIn.
-        body = claim_plain(request.data)
-        if body is None:
-            data = ClaimIn(data=request.data)
-            data.is_valid(raise_exception=True)
-            body = data.validated_data
-        lease = claim_with_wait(request.auth, body["wait"])
+        data = ClaimIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        lease = claim_with_wait(request.auth, data.validated_data["wait"])
         if lease is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
         return Response(lease.as_payload())
@@ -345,8 +339,7 @@ class CompleteApi(_AttemptApi):
         summary="Report success; may lease the next task for the same slot",
     )
     def post(self, request: Request, attempt_id: int) -> Response:
-        # The common body without DRF's serializers; anything else goes to CompleteIn.
-        d = complete_plain(request.data) or self._valid(request)
+        d = self._valid(request)
         outcome = attempt_services.attempt_complete(
             attempt_id=attempt_id,
             token=d["lease_token"],

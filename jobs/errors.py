@@ -1,4 +1,4 @@
-from ledger.errors import ConflictError, DomainError
+from core.errors import ConflictError, DomainError
 
 
 class StaleLease(ConflictError):

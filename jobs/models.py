@@ -58,7 +58,7 @@ ACTIVE_ATTEMPT_STATES = (AttemptState.LEASED, AttemptState.RUNNING)
 
 class Job(models.Model):
     # No index of its own: job_submitter_recent (submitter, -id) leads with it. Every index on
-    # the hot tables is paid for by every claim and completion (docs/benchmarks.md §7).
+    # the hot tables is written by every claim and completion.
     submitter = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs", db_index=False
     )

@@ -15,16 +15,16 @@ two) a 16-core, 2 GB node would read every task of up to 8 GB among its classes 
 the ones above 2 GB one by one again. And tasks that need a GPU have classes of their own
 (`GPU_FLAG` added), which a node without one never reads: the queue's order puts those asking
 for VRAM first within each priority (fit: more VRAM first), so a CPU node's classes would begin
-with every GPU task of its size, a third of the queue in the benchmark's mix, and its claim
-walked past all of them (bench.scale: 5.3 ms p99 at 1M tasks, 2.4x its smallest). The walk
-left is inside the node's own top classes: a 3-core node shares its cores class with 4-core
+with every GPU task of its size, and its claim would walk past all of them on every call,
+a cost that grows with the GPU work queued. The walk left is inside the node's own top
+classes: a 3-core node shares its cores class with 4-core
 tasks, and reads past those.
 
 The database sets a task's class when the task is inserted (a trigger, `size_class_sql`;
 migration jobs 0007), whoever inserts it, ORM or COPY. Not a generated column: PostgreSQL
 parsed a generated column's expression for every `UPDATE` of a task (a claim, a completion, a
-requeue) though its inputs, the task's requirements, never change after submission: 20-30 µs
-per update (docs/benchmarks.md, the tenth round). Not a `BEFORE UPDATE` trigger either:
+requeue) though its inputs, the task's requirements, never change after submission, so every
+hot write paid for an expression that cannot change. Not a `BEFORE UPDATE` trigger either:
 PostgreSQL locks and fetches the row for any such trigger, whatever its column list.
 """
 

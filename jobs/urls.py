@@ -13,27 +13,22 @@ urlpatterns = [
         api.ArtifactDownloadApi.as_view(),
         name="artifact-download",
     ),
-]
-
-# Under /api/v1/agent/ (computepool.urls), the agent's routes before anything else: the claim and
-# the completion first, as Django tries the patterns in order.
-agent_urlpatterns = [
-    path("claim", api.ClaimApi.as_view(), name="agent-claim"),
+    path("agent/claim", api.ClaimApi.as_view(), name="agent-claim"),
     path(
-        "attempts/<int:attempt_id>/complete",
-        api.CompleteApi.as_view(),
-        name="attempt-complete",
-    ),
-    path(
-        "attempts/<int:attempt_id>/progress",
+        "agent/attempts/<int:attempt_id>/progress",
         api.ProgressApi.as_view(),
         name="attempt-progress",
     ),
-    path("attempts/<int:attempt_id>/log", api.LogApi.as_view(), name="attempt-log"),
+    path("agent/attempts/<int:attempt_id>/log", api.LogApi.as_view(), name="attempt-log"),
     path(
-        "attempts/<int:attempt_id>/artifacts",
+        "agent/attempts/<int:attempt_id>/artifacts",
         api.ArtifactApi.as_view(),
         name="attempt-artifacts",
     ),
-    path("attempts/<int:attempt_id>/fail", api.FailApi.as_view(), name="attempt-fail"),
+    path(
+        "agent/attempts/<int:attempt_id>/complete",
+        api.CompleteApi.as_view(),
+        name="attempt-complete",
+    ),
+    path("agent/attempts/<int:attempt_id>/fail", api.FailApi.as_view(), name="attempt-fail"),
 ]

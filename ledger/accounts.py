@@ -16,7 +16,7 @@ balance read and no bookkeeping of attempts.
 
 from django.db import transaction
 
-from ledger.errors import ConflictError
+from core.errors import ConflictError
 from ledger.models import Account, AccountKind
 from ledger.services import account_open
 

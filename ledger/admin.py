@@ -99,8 +99,8 @@ from django.db.models import Max, Min, QuerySet  # noqa: E402
 from django.http import StreamingHttpResponse  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
+from core.errors import DomainError  # noqa: E402
 from ledger.cashouts import cashout_approve, cashout_mark_paid, cashout_reject  # noqa: E402
-from ledger.errors import DomainError  # noqa: E402
 from ledger.exports import cashout_export_create, export_csv_chunks  # noqa: E402
 from ledger.models import (  # noqa: E402
     Cashout,

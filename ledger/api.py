@@ -15,7 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from computepool.api.permissions import IsFinance, IsPerson, acting_roles, has_role
+from core.api.permissions import IsFinance, IsPerson, acting_roles, has_role
 from ledger import quotes
 from ledger.accounts import available_code, cashout_code, earnings_code
 from ledger.cashouts import cashout_approve, cashout_mark_paid, cashout_reject, cashout_request

@@ -6,8 +6,10 @@ class LedgerConfig(AppConfig):
     verbose_name = "Ledger"
 
     def ready(self) -> None:
+        from core.metrics import register_gauge
         from ledger import events  # noqa: F401 - registers the ledger's event types
         from ledger.books_projection import BooksProjection
+        from ledger.metrics import EVENTS_HELP, event_samples
         from ledger.projections import register_projection
 
         register_projection(BooksProjection())
@@ -15,3 +17,4 @@ class LedgerConfig(AppConfig):
         from ledger.economy_projection import EconomyProjection
 
         register_projection(EconomyProjection())
+        register_gauge("computepool_events_total", EVENTS_HELP, event_samples)

@@ -15,6 +15,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from core.errors import ConflictError, DomainError
 from ledger import quotes
 from ledger.accounts import (
     PAYOUTS,
@@ -25,7 +26,7 @@ from ledger.accounts import (
     system_account,
 )
 from ledger.canonical import canonical_json, sha256_hex
-from ledger.errors import ConflictError, DomainError, IdempotencyConflict, InsufficientFunds
+from ledger.errors import IdempotencyConflict, InsufficientFunds
 from ledger.idempotency import idempotency_key_lock
 from ledger.models import Account, AccountKind, Event
 from ledger.models_cashouts import Cashout, CashoutStatus

@@ -7,10 +7,10 @@ from typing import Any
 
 from django.db.models import Q, Sum
 
+from core.errors import DomainError
 from ledger import quotes
 from ledger.accounts import FUNDING, PAYOUTS, REVENUE, cashout_code
 from ledger.cashouts import payout_details_hash
-from ledger.errors import DomainError
 from ledger.exports import export_sha256
 from ledger.models import Account, AccountKind, Event, Posting
 from ledger.models_cashouts import Cashout, CashoutExport, CashoutExportLine, CashoutStatus

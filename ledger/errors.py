@@ -1,20 +1,6 @@
-"""Application errors. Every app raises subclasses of DomainError; the API maps them to HTTP."""
+"""The ledger's errors, on the shared bases in core.errors."""
 
-
-class DomainError(Exception):
-    code = "error"
-    http_status = 400
-
-    def __init__(self, detail: str, *, fields: dict[str, list[str]] | None = None) -> None:
-        super().__init__(detail)
-        self.fields = fields or {}
-
-
-class ConflictError(DomainError):
-    """A concurrent writer got there first (stream version, state, idempotency key)."""
-
-    code = "conflict"
-    http_status = 409
+from core.errors import ConflictError, DomainError
 
 
 class VersionConflict(ConflictError):

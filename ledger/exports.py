@@ -19,9 +19,9 @@ from typing import Any, NamedTuple
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 
+from core.errors import DomainError
 from ledger.canonical import canonical_json
 from ledger.chain import chain_head
-from ledger.errors import DomainError
 from ledger.models_cashouts import Cashout, CashoutExport, CashoutExportLine, CashoutStatus
 from ledger.quotes import format_minor, format_paise, minor_to_paise
 from ledger.services import event_append

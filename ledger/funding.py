@@ -13,8 +13,9 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from core.errors import DomainError
 from ledger.accounts import FUNDING, account_ensure, available_code, system_account
-from ledger.errors import DomainError, IdempotencyConflict
+from ledger.errors import IdempotencyConflict
 from ledger.idempotency import idempotency_key_lock
 from ledger.models import AccountKind, Entry, Event
 from ledger.pricing import rules_at

@@ -13,8 +13,8 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from core.errors import ConflictError, DomainError
 from ledger import quotes
-from ledger.errors import ConflictError, DomainError
 from ledger.models import PriceBook, PriceRule, RuleKind, SpotPrice
 from ledger.services import event_append
 

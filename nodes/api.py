@@ -11,11 +11,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from computepool.api.pagination import DefaultPagination
-from computepool.api.permissions import IsOperator
+from core.api.pagination import DefaultPagination
+from core.api.permissions import IsOperator
 from ledger.models import Event
 from nodes.auth import IsAgent
-from nodes.heartbeat_body import heartbeat_plain
 from nodes.models import Node
 from nodes.selectors import node_get, node_history, node_list
 from nodes.serializers import (
@@ -139,11 +138,9 @@ class AgentHeartbeatApi(APIView):
 
     @extend_schema(request=HeartbeatIn, responses=HeartbeatOut, summary="Agent heartbeat")
     def post(self, request: Request) -> Response:
-        body = heartbeat_plain(request.data)  # the common body, without DRF's serializers
-        if body is None:
-            checked = HeartbeatIn(data=request.data)
-            checked.is_valid(raise_exception=True)
-            body = checked.validated_data
+        checked = HeartbeatIn(data=request.data)
+        checked.is_valid(raise_exception=True)
+        body = checked.validated_data
         reply = node_heartbeat(
             node=request.auth,
             status=body["status"],

@@ -6,7 +6,7 @@ class NodesConfig(AppConfig):
     verbose_name = "Nodes"
 
     def ready(self) -> None:
-        from computepool.metrics import register_gauge
+        from core.metrics import register_gauge
         from ledger.projections import register_projection
         from nodes import events  # noqa: F401 - registers the nodes' event types
         from nodes.auth import resolve_agent_key

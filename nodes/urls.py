@@ -7,10 +7,6 @@ urlpatterns = [
     re_path(r"^nodes/(?P<node_id>[0-9]+)/?$", api.NodeDetailApi.as_view(), name="node"),
     path("nodes/<int:node_id>/retire", api.NodeRetireApi.as_view(), name="node-retire"),
     path("nodes/<int:node_id>/history", api.NodeHistoryApi.as_view(), name="node-history"),
-]
-
-# Under /api/v1/agent/ (computepool.urls), first of all: the heartbeat is the commonest request.
-agent_urlpatterns = [
-    path("heartbeat", api.AgentHeartbeatApi.as_view(), name="agent-heartbeat"),
-    path("me", api.AgentMeApi.as_view(), name="agent-me"),
+    path("agent/me", api.AgentMeApi.as_view(), name="agent-me"),
+    path("agent/heartbeat", api.AgentHeartbeatApi.as_view(), name="agent-heartbeat"),
 ]

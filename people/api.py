@@ -4,7 +4,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from computepool.api.permissions import IsPerson, acting_roles
+from core.api.permissions import IsPerson, acting_roles
 from people.models import ApiKey
 from people.roles import user_roles
 from people.serializers import ApiKeyCreated, ApiKeyIn, ApiKeyOut, MeOut

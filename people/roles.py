@@ -1,6 +1,6 @@
 from django.contrib.auth.models import Group
 
-from computepool.api.permissions import session_roles
+from core.api.permissions import session_roles
 from people.models import Role
 
 user_roles = session_roles

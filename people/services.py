@@ -5,7 +5,7 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 from django.utils import timezone
 
-from ledger.errors import DomainError
+from core.errors import DomainError
 from ledger.services import event_append
 from people.keys import PERSON_PREFIX, display_prefix, generate_key, hash_key
 from people.models import ApiKey, Role

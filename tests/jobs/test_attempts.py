@@ -82,6 +82,47 @@ def test_completion_must_list_only_uploaded_artifacts(leased):
     assert Task.objects.get().state == "leased"
 
 
+ABSENT = object()  # a key left out of the body
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"lease_token": ABSENT}, "lease_token"),
+        ({"lease_token": "x" * 65}, "lease_token"),
+        ({"exit_code": "zero"}, "exit_code"),
+        ({"exit_code": 1025}, "exit_code"),
+        ({"want_next": "maybe"}, "want_next"),
+        ({"stdout_tail": "a\x00b"}, "stdout_tail"),
+        ({"stderr_tail": "x" * (256 * 1024 + 1)}, "stderr_tail"),
+        ({"reported_runtime_s": 10**400}, "reported_runtime_s"),
+        ({"artifacts": "out.txt"}, "artifacts"),
+    ],
+)
+def test_a_bad_completion_body_is_a_field_error_and_changes_nothing(leased, body, field):
+    _, _, agent, lease = leased
+    body = {"lease_token": lease["lease_token"], **body}
+    body = {name: value for name, value in body.items() if value is not ABSENT}
+    response = agent.post(
+        f"/api/v1/agent/attempts/{lease['attempt_id']}/complete", body, format="json"
+    )
+    assert response.status_code == 400, response.content[:300]
+    assert any(name.startswith(field) for name in response.json()["fields"]), response.json()
+    assert Attempt.objects.get().state == "leased"
+
+
+def test_a_completion_with_only_the_token_succeeds_with_the_defaults(leased):
+    _, _, agent, lease = leased
+    response = agent.post(
+        f"/api/v1/agent/attempts/{lease['attempt_id']}/complete",
+        {"lease_token": lease["lease_token"]},
+        format="json",
+    )
+    assert response.status_code == 200, response.content[:300]
+    assert response.json()["status"] == "succeeded" and response.json()["next"] is None
+    assert Attempt.objects.get().exit_code == 0
+
+
 def test_another_nodes_agent_cannot_report_for_this_attempt(leased, bob, mallory):
     _, _, _, lease = leased
     _, other = online_node(mallory, name="not-bobs")

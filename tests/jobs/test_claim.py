@@ -299,3 +299,29 @@ def test_a_waiting_claim_gets_a_requeued_task_when_its_backoff_ends(
     assert result["response"].status_code == 200
     # Claimed as the backoff ended, not when the 8 s wait ran out.
     assert result["at"] - due < 1.0, f"claimed {result['at'] - due:.2f} s after the backoff"
+
+
+@pytest.mark.parametrize("wait", [-1, 31, 10**400, "NaN", "soon", None, [1]])
+def test_it_refuses_a_wait_out_of_range_with_a_field_error_and_leases_nothing(submitter, bob, wait):
+    submit(submitter)
+    _, agent = online_node(bob)
+    response = agent.post("/api/v1/agent/claim", {"wait": wait}, format="json")
+    assert response.status_code == 400, response.content[:300]
+    assert "wait" in response.json()["fields"]
+    assert not Attempt.objects.exists()
+
+
+@pytest.mark.parametrize("body", [[], "wait", 3])
+def test_it_refuses_a_claim_body_that_is_not_an_object(bob, body):
+    _, agent = online_node(bob)
+    response = agent.post("/api/v1/agent/claim", body, format="json")
+    assert response.status_code == 400, response.content[:300]
+
+
+@pytest.mark.parametrize("body", [{}, {"wait": 0}, {"wait": 0.0}, {"wait": "0"}])
+def test_it_accepts_a_claim_without_a_wait_or_with_none_to_speak_of(submitter, bob, body):
+    submit(submitter)
+    _, agent = online_node(bob)
+    response = agent.post("/api/v1/agent/claim", body, format="json")
+    assert response.status_code == 200, response.content[:300]
+    assert response.json()["attempt_id"] == Attempt.objects.get().pk

@@ -9,8 +9,8 @@ import re
 import pytest
 from django.db import connection
 
+from bench.claim_plan import claim_generic_plan
 from jobs.claim import task_claim
-from jobs.claim_plan import claim_generic_plan
 from jobs.node_profile import profile_for
 from tests.jobs.conftest import CREDITS, fund, online_node, submit_job
 from tests.nodes.conftest import BASE

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.django import TestCase
 
+from core.errors import DomainError
 from jobs.attempts import attempt_complete, attempt_fail
 from jobs.cancellation import job_cancel
 from jobs.claim import task_claim
@@ -22,7 +23,7 @@ from jobs.serializers import JobIn
 from jobs.submission import job_submit
 from ledger import cashouts
 from ledger.economy_projection import economy_invariants
-from ledger.errors import DomainError, InsufficientFunds
+from ledger.errors import InsufficientFunds
 from ledger.funding import credits_grant
 from ledger.models import Account, Event, Posting
 from ledger.verify import verify_ledger

@@ -6,6 +6,7 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
+from core.errors import DomainError
 from ledger.accounts import PAYOUTS, REVENUE, cashout_code, earnings_code
 from ledger.cashouts import (
     CashoutConflict,
@@ -15,7 +16,7 @@ from ledger.cashouts import (
     payout_details_clean,
 )
 from ledger.economy_projection import economy_invariants
-from ledger.errors import DomainError, IdempotencyConflict, InsufficientFunds
+from ledger.errors import IdempotencyConflict, InsufficientFunds
 from ledger.models import Account, Cashout, Event, PriceBook
 from ledger.pricing import price_book_copy
 from ledger.services import account_balance

@@ -3,7 +3,8 @@
 import pytest
 from django.db import transaction
 
-from ledger.errors import ConflictError, VersionConflict
+from core.errors import ConflictError
+from ledger.errors import VersionConflict
 from ledger.models import Event
 from tests.ledger.helpers import append, race
 

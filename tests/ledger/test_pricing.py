@@ -7,7 +7,8 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from ledger.errors import DomainError, ImmutableRecord
+from core.errors import DomainError
+from ledger.errors import ImmutableRecord
 from ledger.models import Event, PriceBook, PriceRule, RuleKind, SpotPrice
 from ledger.pricing import (
     NoRulesInForce,

@@ -7,8 +7,9 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 from django.utils import timezone
 
+from core.errors import DomainError
 from ledger.accounts import REVENUE, available_code, earnings_code, job_held_code
-from ledger.errors import DomainError, IdempotencyConflict, InsufficientFunds
+from ledger.errors import IdempotencyConflict, InsufficientFunds
 from ledger.models import Account, Entry, Event, PriceBook
 from ledger.pricing import price_book_copy
 from ledger.services import account_balance

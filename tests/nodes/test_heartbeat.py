@@ -186,6 +186,36 @@ def test_it_answers_a_bad_heartbeat_with_400_and_records_nothing(bobs_node, body
     assert node.last_heartbeat_at is None
 
 
+def test_it_answers_a_heartbeat_that_is_not_an_object_with_400(bobs_node):
+    node, key = bobs_node
+    response = client_with_key(key).post("/api/v1/agent/heartbeat", [], format="json")
+    assert response.status_code == 400
+    node.refresh_from_db()
+    assert node.last_heartbeat_at is None
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"status": "busy"},
+        {"status": "draining", "load": {}},
+        {
+            "status": "available",
+            "load": {"cpu_pct": 3.5, "mem_pct": 21.0, "running": 0, "slots": 1},
+            "gpus": throttled(False),
+            "leases": ["Zm9vYmFyLWxlYXNlLXRva2VuLTEyMzQ1Njc4"],
+        },
+        {"status": "available", "load": {"cpu_pct": "3.5", "running": "1"}},  # coerced
+    ],
+)
+def test_it_accepts_the_heartbeats_agents_send(bobs_node, body):
+    node, key = bobs_node
+    response = client_with_key(key).post("/api/v1/agent/heartbeat", body, format="json")
+    assert response.status_code == 200, response.content[:300]
+    node.refresh_from_db()
+    assert node.last_heartbeat_at is not None
+
+
 def test_it_counts_a_throttling_gpu_once_however_many_samples(bobs_node):
     node, key = bobs_node
     client = client_with_key(key)

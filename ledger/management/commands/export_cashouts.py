@@ -3,7 +3,7 @@ from datetime import UTC, datetime
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.dateparse import parse_date, parse_datetime
 
-from ledger.errors import DomainError
+from core.errors import DomainError
 from ledger.exports import cashout_export_create, export_csv_chunks
 from ledger.models_cashouts import CashoutExport
 

@@ -1,7 +1,7 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from ledger.errors import DomainError
+from core.errors import DomainError
 from ledger.funding import credits_grant
 from ledger.quotes import format_minor, parse_credits
 

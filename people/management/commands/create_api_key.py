@@ -1,7 +1,7 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from ledger.errors import DomainError
+from core.errors import DomainError
 from people.models import Role
 from people.services import api_key_create, role_grant
 

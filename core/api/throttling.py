@@ -1,10 +1,10 @@
 """Per-key request budgets, counted in a sliding window of two fixed windows.
 
 DRF's SimpleRateThrottle keeps each key's whole request history in the cache and pickles it
-both ways on every request; with Redis, Django's cache also makes a new client per call. That
-was 0.3 ms of CPU on every agent request (benchmarks §7). Here a request is one INCR (plus an
-EXPIRE and a GET of the previous window's count) in one round trip on a client shared by the
-process; without Redis (the embedded default) the same counters live in Django's cache.
+both ways on every request, so its cost grows with the rate it allows; with Redis, Django's
+cache also makes a new client per call. Here a request is one INCR (plus an EXPIRE and a GET
+of the previous window's count) in one round trip on a client shared by the process; without
+Redis (the embedded default) the same counters live in Django's cache.
 
 The estimate is the usual one: this window's count plus the previous window's count weighted
 by how much of the previous window still lies within `duration` of now: an estimate that can

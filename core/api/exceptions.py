@@ -1,7 +1,7 @@
 """One shape for every API error: {"error": code, "detail": text, "fields": {field: [msgs]}}.
 
-Application errors (a conflict, a stale lease, insufficient funds) are raised as ApiError
-subclasses from services and mapped here, so views stay thin.
+Application errors (a conflict, a stale lease, insufficient funds) are raised as DomainError
+subclasses (core.errors) from services and mapped here, so views stay thin.
 """
 
 from typing import Any
@@ -12,7 +12,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from ledger.errors import DomainError
+from core.errors import DomainError
 
 
 def _fields(detail: Any) -> dict[str, list[str]]:

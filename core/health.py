@@ -1,15 +1,11 @@
-"""/healthz and /metrics: plain Django views, outside the API's auth and throttling."""
+"""/healthz: a plain Django view, outside the API's auth and throttling."""
 
 import logging
 
 from django.conf import settings
 from django.db import connection
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from prometheus_client.core import CollectorRegistry
-
-from computepool.metrics import DatabaseCollector
 
 log = logging.getLogger(__name__)
 
@@ -51,12 +47,3 @@ def healthz(request: HttpRequest) -> JsonResponse:
     if not ok:
         log.warning("health check failed: %s", body["checks"])
     return JsonResponse(body, status=200 if ok else 503)
-
-
-_registry = CollectorRegistry()
-_registry.register(DatabaseCollector())
-
-
-@require_GET
-def metrics(request: HttpRequest) -> HttpResponse:
-    return HttpResponse(generate_latest(_registry), content_type=CONTENT_TYPE_LATEST)

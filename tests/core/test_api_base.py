@@ -1,4 +1,4 @@
-"""The API's common ground: error shape, pagination, throttling, schema, health, metrics."""
+"""The API's common ground: error shape, pagination, throttling, schema."""
 
 import pytest
 from django.core.cache import cache
@@ -82,31 +82,9 @@ def test_the_openapi_schema_and_docs_are_served(client):
     assert client.get("/api/v1/docs").status_code == 200
 
 
-def test_healthz_checks_the_database_and_the_broker(client):
-    response = client.get("/healthz")
-    assert response.status_code == 200, response.json()
-    assert response.json()["checks"] == {"database": "ok", "broker": "ok"}
-
-
-def test_healthz_says_which_dependency_is_down(client, settings):
-    settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"
-    response = client.get("/healthz")
-    assert response.status_code == 503
-    body = response.json()
-    assert body["checks"]["database"] == "ok"
-    assert body["checks"]["broker"] != "ok"
-
-
-def test_metrics_are_in_prometheus_format(client):
-    response = client.get("/metrics")
-    assert response.status_code == 200
-    assert response["Content-Type"].startswith("text/plain")
-    assert "computepool_events_total" in response.content.decode()
-
-
 @pytest.mark.parametrize("through", ["redis", "django cache"])
 def test_throttle_windows_count_each_request_once(settings, through):
-    from computepool.api.throttling import _counts
+    from core.api.throttling import _counts
 
     cache.clear()
     if through == "django cache":
