@@ -183,8 +183,10 @@ def _database_url(settings_dict: dict) -> str:
     user = quote(settings_dict.get("USER") or "")
     password = settings_dict.get("PASSWORD") or ""
     auth = f"{user}:{quote(password)}@" if password else (f"{user}@" if user else "")
-    host = settings_dict.get("HOST") or "127.0.0.1"
-    port = settings_dict.get("PORT") or "5432"
+    # A URL's `?host=` (the embedded server's socket directory) lands in OPTIONS.
+    options = settings_dict.get("OPTIONS") or {}
+    host = settings_dict.get("HOST") or options.get("host") or "127.0.0.1"
+    port = settings_dict.get("PORT") or options.get("port") or "5432"
     if host.startswith("/"):  # a Unix socket's directory (the embedded server)
         return f"postgres://{auth}/{settings_dict['NAME']}?host={quote(host)}&port={port}"
     return f"postgres://{auth}{host}:{port}/{settings_dict['NAME']}"
@@ -208,7 +210,7 @@ def private_postgres(transactional_db, tmp_path: Path) -> Iterator[PrivateCluste
             pytest.fail(message)
         pytest.skip(message)
     settings = connection.settings_dict
-    shared = {key: settings.get(key) for key in ("HOST", "PORT")}
+    shared = {key: settings.get(key) for key in ("HOST", "PORT", "OPTIONS")}
     superuser = settings.get("USER") or "postgres"  # trust auth: its password is not asked
     sweep_orphans()
     cluster = PrivateCluster(bindir, tmp_path / "postgres.log", superuser=superuser)
@@ -217,7 +219,10 @@ def private_postgres(transactional_db, tmp_path: Path) -> Iterator[PrivateCluste
         cluster.create()
         cluster.create_database(settings["NAME"])
         connection.close()
-        settings.update(HOST=cluster.host, PORT=str(cluster.port))
+        # Without the shared server's socket options (the embedded one's), which psycopg
+        # would prefer to HOST and PORT.
+        options = {k: v for k, v in (shared["OPTIONS"] or {}).items() if k not in ("host", "port")}
+        settings.update(HOST=cluster.host, PORT=str(cluster.port), OPTIONS=options)
         call_command("migrate", interactive=False, verbosity=0)
         cluster.setup_s = time.monotonic() - started
         yield cluster
