@@ -187,7 +187,7 @@ def _run(args: argparse.Namespace, path: Path) -> int:
     if args.allow_unsandboxed:
         print(UNSANDBOXED_WARNING, file=sys.stderr)
     preference = args.sandbox or config.sandbox
-    node = str(config.node_id)
+    node = config.owner
     try:
         sandbox = select_sandbox(
             preference=preference,
@@ -328,7 +328,7 @@ def _print_leftovers(out: TextIO, config: AgentConfig) -> None:
     """What an earlier run of this node left (removed when the agent starts): not a problem."""
     from agent.sandbox.leftovers import leftovers_find
 
-    found = leftovers_find(str(config.node_id))
+    found = leftovers_find(config.owner)
     if found.docker_unchecked is not None:
         _row(out, "containers", "not checked (no Docker engine answers)")
     else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -25,6 +26,11 @@ def default_work_dir() -> Path:
     return Path(platformdirs.user_data_dir(APP_NAME)) / "work"
 
 
+def owner_name(hub_url: str, node_id: int) -> str:
+    """`AgentConfig.owner` for a hub and a node: the node id, then a short digest of the hub."""
+    return f"{node_id}-{hashlib.sha256(hub_url.rstrip('/').encode()).hexdigest()[:8]}"
+
+
 @dataclass
 class AgentConfig:
     hub_url: str
@@ -45,6 +51,13 @@ class AgentConfig:
         problems = self._problems()
         if problems:
             raise ConfigError("; ".join(problems))
+
+    @property
+    def owner(self) -> str:
+        """This node on this hub, as the containers and work dirs it makes are named (and found
+        again after a crash): the node id alone is not enough, since every hub has a node 9 and
+        two agents of two hubs may share a machine (and its Docker engine)."""
+        return owner_name(self.hub_url, self.node_id)
 
     def _problems(self) -> list[str]:
         problems = []

@@ -21,6 +21,7 @@ import docker
 import pytest
 
 from agent.cli import main
+from agent.config import owner_name
 from tests.agent.conftest import BUSYBOX
 from tests.agent.test_cli import NODE as NODE_ON_HUB
 from tests.agent.test_cli import REPO, write_config
@@ -29,6 +30,9 @@ from tests.agent.test_client import HubStub, hub
 __all__ = ["hub"]
 
 NODE = 9  # write_config's node
+# What another hub's node 9 names its containers and work dirs: an agent of another hub (a test
+# hub beside a real one) may run on the same machine.
+OTHER_HUB = owner_name("http://127.0.0.1:1", NODE)
 
 
 @pytest.fixture
@@ -41,10 +45,12 @@ def tmp_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return root
 
 
-def left_work_dirs(root: Path) -> dict[str, Path]:
+def left_work_dirs(root: Path, hub_url: str) -> dict[str, Path]:
+    mine = owner_name(hub_url, NODE)
     dirs = {
-        "mine": root / f"computepool-job-{NODE}-k1ll3d_",
-        "another node's": root / f"computepool-job-{NODE}1-w0rk1ng",
+        "mine": root / f"computepool-job-{mine}-k1ll3d_",
+        "another node's": root / f"computepool-job-{owner_name(hub_url, NODE * 11)}-w0rk1ng",
+        "another hub's node 9": root / f"computepool-job-{OTHER_HUB}-w0rk1ng",
         "unnamed": root / "computepool-job-0ld5tyle",
         "not ours": root / "photos",
     }
@@ -80,7 +86,7 @@ def start_and_stop_an_agent(hub: HubStub, config: Path, root: Path, sandbox: str
 def test_doctor_reports_the_work_dirs_a_killed_agent_left(
     hub: HubStub, tmp_path: Path, tmp_root: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    dirs = left_work_dirs(tmp_root)
+    dirs = left_work_dirs(tmp_root, hub.url)
     config = tmp_path / "agent.json"
     write_config(config, hub.url)
 
@@ -97,7 +103,7 @@ def test_doctor_reports_the_work_dirs_a_killed_agent_left(
 def test_a_restarted_agent_removes_only_its_own_work_dirs(
     hub: HubStub, tmp_path: Path, tmp_root: Path
 ) -> None:
-    dirs = left_work_dirs(tmp_root)
+    dirs = left_work_dirs(tmp_root, hub.url)
     config = tmp_path / "agent.json"
     write_config(config, hub.url)
 
@@ -114,13 +120,17 @@ def test_a_restarted_agent_removes_only_its_own_work_dirs(
 
 @pytest.fixture
 def left_containers(
-    docker_client: docker.DockerClient, busybox_image: str
+    docker_client: docker.DockerClient, busybox_image: str, hub: HubStub
 ) -> Iterator[dict[str, str]]:
     """Exited containers as a SIGKILLed agent leaves them (the agent removes a container only
     after its job), one labelled for another node, one with no labels: name → id."""
     labels = {
-        "mine": {"computepool.sandbox": "job", "computepool.node": str(NODE)},
-        "another node's": {"computepool.sandbox": "job", "computepool.node": f"{NODE}1"},
+        "mine": {"computepool.sandbox": "job", "computepool.node": owner_name(hub.url, NODE)},
+        "another node's": {
+            "computepool.sandbox": "job",
+            "computepool.node": owner_name(hub.url, NODE * 11),
+        },
+        "another hub's node 9": {"computepool.sandbox": "job", "computepool.node": OTHER_HUB},
         "unlabelled": {},
     }
     made = {}
@@ -191,10 +201,12 @@ def test_the_sandboxes_name_the_node_as_the_cleanup_looks_for_it(tmp_root: Path)
     from agent.sandbox.workspace import Workspace
     from tests.agent.conftest import job
 
-    workspace = Workspace.create({}, node=str(NODE))
+    owner = owner_name("http://hub.example:8000", NODE)
+    workspace = Workspace.create({}, node=owner)
     try:
-        labels = container_kwargs(job("true"), workspace, runtime=None, node=str(NODE))["labels"]
-        assert labels["computepool.node"] == str(NODE)
-        assert leftovers_find(str(NODE)).work_dirs == [workspace.root]
+        labels = container_kwargs(job("true"), workspace, runtime=None, node=owner)["labels"]
+        assert labels["computepool.node"] == owner
+        assert leftovers_find(owner).work_dirs == [workspace.root]
+        assert leftovers_find(OTHER_HUB).work_dirs == []
     finally:
         workspace.remove()
