@@ -13,20 +13,16 @@ import random
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import cache
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from computepool.rawsql import LAZY_COMMIT, commits_alone, insert_select_lists
 from jobs.models import Attempt, new_lease_token
 from jobs.node_profile import NodeProfile
-from ledger.errors import VersionConflict
-from ledger.event_sql import COLUMNS as EVENT_COLUMNS
-from ledger.event_sql import TABLE as EVENT_TABLE
-from ledger.event_sql import EventSql, SqlInt, event_sql
+from ledger.services import NewEvent, events_append_bulk
 from nodes.signing import sign
 
 _COLUMNS = """t.id, t.job_id, t."index", t.attempts, t.version, j.state, j.spec, j.kind,
@@ -227,13 +223,13 @@ def task_claim(*, profile: NodeProfile) -> Lease | None:
     if not profile.can_claim:
         return None
     now = timezone.now()
-    lease = _claim_in_one_statement(profile, now)
+    lease = _claim(profile, now)
     for pause in _HELD_PAUSES_S if profile.size_classes else ():
         if lease is not None or not _queued_in(profile, now):
             break
         _pause(pause)
         now = timezone.now()
-        lease = _claim_in_one_statement(profile, now)
+        lease = _claim(profile, now)
     return lease
 
 
@@ -258,17 +254,13 @@ def _lease(row: tuple, attempt_id: int, token: str, expires: datetime, now: date
     return Lease(attempt_id, task_id, job_id, token, expires, full_spec, signature)
 
 
-# The whole claim is one statement, so one round trip and no BEGIN/COMMIT: pick and lock the
-# task, insert its attempt, move it, record TaskClaimed and, for a job's first claim, move the
-# job and record JobStarted. The parts take their locks in one order (the task, then the job).
+# The claim's statement: pick and lock the task, insert its attempt, move it and, for a job's
+# first claim, move the job. The parts take their locks in one order (the task, then the job).
 # The job's CAS re-reads its row after any lock wait (READ COMMITTED), so of two first claims
-# on one job one moves it and records the event; JobStarted goes at the stream's end, and every
-# other writer of a job's stream is ordered against this claim by the task row it holds (a
-# cancel locks the queued tasks first) or comes after the job's last claim. JobStarted reads
-# `claimed` so that TaskClaimed is written first and keeps the lower id (PostgreSQL runs
-# unreferenced CTEs last, in no stated order).
-# A claim that is its own transaction commits lazily (`_LAZY_COMMIT`, below).
-_ONE_STATEMENT = _squeezed(
+# on one job one moves it. It returns the task as picked (its version before the claim), the
+# attempt's id and whether the job moved; the claim's events follow in the same transaction
+# (`_claim`). A claim that is its own transaction commits lazily (`_LAZY_COMMIT`, below).
+_STATEMENT = _squeezed(
     """
 WITH pick AS MATERIALIZED ({pick}),
 att AS (
@@ -280,19 +272,13 @@ moved AS (
       FROM pick JOIN att ON att.task_id = pick.id
      WHERE jobs_task.id = pick.id
 ),
-claimed AS (
-    INSERT INTO {events} ({event_columns})
-    SELECT {claimed} FROM pick JOIN att ON att.task_id = pick.id RETURNING id
-),
 started AS (
     UPDATE jobs_job SET state = 'running' FROM pick
      WHERE jobs_job.id = pick.job_id AND pick.state = 'queued' AND jobs_job.state = 'queued'
     RETURNING jobs_job.id
-),
-job_started AS (
-    INSERT INTO {events} ({event_columns}) SELECT {started} FROM started, claimed
 )
-SELECT pick.*, att.id FROM pick JOIN att ON att.task_id = pick.id{lazy}
+SELECT pick.*, att.id, EXISTS (SELECT 1 FROM started)
+  FROM pick JOIN att ON att.task_id = pick.id{lazy}
 """
 )
 # A claim that is its own transaction commits without waiting for the WAL's flush
@@ -302,8 +288,7 @@ SELECT pick.*, att.id FROM pick JOIN att ON att.task_id = pick.id{lazy}
 # is a lost lease: the task is queued as before the claim, and the agent that got it is told to
 # drop it on its next heartbeat (an unknown token), its completion refused (409). A claim moves
 # no money; anything durable that depends on it (its completion, its failure) commits with the
-# flush, which writes the claim before it. Waiting for the flush was an eighth of a claim's
-# PostgreSQL CPU under load (docs/benchmarks.md, the tenth round).
+# flush, which writes the claim before it.
 _LAZY_COMMIT = f" CROSS JOIN {LAZY_COMMIT} AS lazy"
 
 
@@ -316,38 +301,20 @@ class NewAttempt:
     lease_expires_at: datetime
 
 
-@cache
-def _job_started_sql() -> EventSql:
-    # The same for every claim: built once per process.
-    return event_sql(
-        name="s",
-        type="JobStarted",
-        stream_prefix="job:",
-        stream_id="started.id",
-        version=(
-            "(SELECT COALESCE(MAX(e.version), 0) + 1 FROM ledger_event e "
-            "WHERE e.stream = 'job:' || started.id)"
-        ),
-        actor="system",
-        recorded_at="%(now)s",
-        payload={"job_id": SqlInt("started.id")},
-    )
-
-
-# The statement's text by pick, attempt and event select lists: each of those is built once
-# per process and shape, so the key's strings are the same objects (and hashes) every call.
+# The statement's text by pick and attempt lists: each of those is built once per process and
+# shape, so the key's strings are the same objects (and hashes) every call.
 _statements: dict[tuple[str, ...], str] = {}
 
 
 def claim_statement(
     profile: NodeProfile, now: datetime, *, lazy: bool = False
 ) -> tuple[str, dict[str, Any], NewAttempt]:
-    """PostgreSQL: the claim's one statement for `profile` at `now`, its parameters, and the
-    attempt it inserts (its id is the row's last column); `lazy` for a statement that is its own
-    transaction, which then commits without waiting for the WAL's flush. The attempt's columns are
-    a new attempt's: what the statement supplies (the task, the number, the lease's start,
-    the node's price) are expressions, the node, the token and the expiry parameters, and every
-    other column its default, written into the text once."""
+    """The claim's statement for `profile` at `now`, its parameters, and the attempt it inserts
+    (its id and whether the job moved are the row's last two columns); `lazy` for a claim that
+    is its own transaction, which then commits without waiting for the WAL's flush. The
+    attempt's columns are a new attempt's: what the statement supplies (the task, the number,
+    the lease's start, the node's price) are expressions, the node, the token and the expiry
+    parameters, and every other column its default, written into the text once."""
     granted = NewAttempt(new_lease_token(), now + lease_duration())
     att_columns, att_values, params = insert_select_lists(
         Attempt,
@@ -364,56 +331,51 @@ def claim_statement(
             "lease_expires_at": granted.lease_expires_at,
         },
     )
-    claimed = event_sql(
-        name="c",
-        type="TaskClaimed",
-        stream_prefix="task:",
-        stream_id="pick.id",
-        version="pick.version + 1",
-        actor=f"node:{profile.node_id}",
-        recorded_at="%(now)s",
-        payload=_claimed_payload(
-            profile,
-            granted.lease_expires_at,
-            task_id=SqlInt("pick.id"),
-            job_id=SqlInt("pick.job_id"),
-            index=SqlInt('pick."index"'),
-            attempt_id=SqlInt("att.id"),
-            number=SqlInt("pick.attempts + 1"),
-        ),
-    )
-    started = _job_started_sql()
     pick = _BUCKETED_PICK if profile.size_classes else _QUEUE_PICK
-    key = (pick, att_columns, att_values, claimed.select, started.select, lazy)
+    key = (pick, att_columns, att_values, lazy)
     sql = _statements.get(key)
     if sql is None:
-        sql = _statements[key] = _ONE_STATEMENT.format(
+        sql = _statements[key] = _STATEMENT.format(
             pick=pick,
             att_columns=att_columns,
             att_values=att_values,
-            events=EVENT_TABLE,
-            event_columns=EVENT_COLUMNS,
-            claimed=claimed.select,
-            started=started.select,
             lazy=_LAZY_COMMIT if lazy else "",
         )
     pick_params = bucketed_params if profile.size_classes else claim_params
-    params |= claimed.params | started.params | pick_params(profile, now)
+    params |= pick_params(profile, now)
     return sql, params, granted
 
 
-def _claim_in_one_statement(profile: NodeProfile, now: datetime) -> Lease | None:
+def _claim(profile: NodeProfile, now: datetime) -> Lease | None:
+    """One claim's transaction: the statement, then TaskClaimed at the task's version before
+    the claim and, when the job moved, JobStarted at its stream's end, in one append."""
     sql, params, granted = claim_statement(profile, now, lazy=commits_alone())
-    try:
+    with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             row = cursor.fetchone()
-    except IntegrityError:
-        # A version taken on the task's or the job's stream: the statement wrote nothing, and
-        # the caller hears what `event_append` would have said.
-        if connection.in_atomic_block:
-            transaction.set_rollback(True)
-        raise VersionConflict("a stream moved while the task was being claimed") from None
-    if row is None:
-        return None
-    return _lease(row, row[-1], granted.lease_token, granted.lease_expires_at, now)
+        if row is None:
+            return None
+        attempt_id, job_moved = row[-2], row[-1]
+        task_id, job_id, index, attempts, version = row[:5]
+        events = [
+            NewEvent(
+                f"task:{task_id}",
+                "TaskClaimed",
+                _claimed_payload(
+                    profile,
+                    granted.lease_expires_at,
+                    task_id=task_id,
+                    job_id=job_id,
+                    index=index,
+                    attempt_id=attempt_id,
+                    number=attempts + 1,
+                ),
+                f"node:{profile.node_id}",
+                expected_version=version,
+            )
+        ]
+        if job_moved:
+            events.append(NewEvent(f"job:{job_id}", "JobStarted", {"job_id": job_id}, "system"))
+        events_append_bulk(events, recorded_at=now)
+    return _lease(row, attempt_id, granted.lease_token, granted.lease_expires_at, now)

@@ -9,10 +9,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import connection
 
-from ledger.errors import VersionConflict
-from ledger.services import NewEvent, events_append_bulk, events_insert_sql
+from ledger.services import NewEvent, events_append_bulk
 from nodes.models import Node
 
 
@@ -50,6 +49,23 @@ def cas_update(
     return row[0] if row else None
 
 
+# Moves the due nodes and returns, for each, its id, the version its event takes and the state
+# it was locked in (filled in by `_TRANSITION` below).
+_TRANSITION = """
+WITH due AS (
+    SELECT {id} AS id, {state} AS state FROM {table}
+     WHERE {state} = ANY(%(live)s::varchar[]) AND {deadline} < %(now)s {spare}
+     LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+), moved AS (
+    UPDATE {table} SET {state} = %(to)s, {changed} = %(now)s, {version} = {version} + 1
+     WHERE {id} = ANY(ARRAY(SELECT id FROM due)) AND {state} = ANY(%(live)s::varchar[])
+    RETURNING {id} AS id, {version} AS version
+)
+SELECT moved.id, moved.version, due.state FROM moved JOIN due ON due.id = moved.id
+ORDER BY moved.id
+"""
+
+
 def transition_due_logged(
     *,
     from_states: Sequence[str],
@@ -62,68 +78,49 @@ def transition_due_logged(
     unless_past: str | None = None,
 ) -> list[int]:
     """Move the nodes in `from_states` whose `deadline` column has passed to `to_state`, with
-    their events, in one statement, for at most `limit` nodes.
+    their events, for at most `limit` nodes.
     Nodes also past the `unless_past` deadline are left alone (the degraded pass leaves a node
     that is due to go offline to the offline pass, even one that pass skipped as locked).
 
-    Picks and locks the due rows (`FOR UPDATE SKIP LOCKED`: a row another transaction holds — a
-    heartbeat, a second reaper — is left to it; a row changed since the statement began is read
-    again and must still be due), moves them, bumps each one's `event_version`, and appends its
-    NodeStateChanged event at that version with the payload {"from": <the state it was locked
-    in>, "to": to_state, "reason": reason}; nothing of it passes through Python. The UPDATE finds
-    its rows by primary key (`= ANY(ARRAY(…))`), not by joining the table: a join would scan the
-    whole table once per batch. Returns the ids of the nodes that moved.
+    One statement picks and locks the due rows (`FOR UPDATE SKIP LOCKED`: a row another
+    transaction holds — a heartbeat, a second reaper — is left to it; a row changed since the
+    statement began is read again and must still be due), moves them and bumps each one's
+    `event_version`; then one `events_append_bulk` call appends each node's NodeStateChanged
+    at that version, with the payload {"from": <the state it was locked in>, "to": to_state,
+    "reason": reason}. The UPDATE finds its rows by primary key (`= ANY(ARRAY(…))`), not by
+    joining the table: a join would scan the whole table once per batch. Runs in the caller's
+    transaction. Returns the ids of the nodes that moved.
     """
-    table = connection.ops.quote_name(Node._meta.db_table)
-    id_, state, version = _column("id"), _column("state"), _column("event_version")
-    insert, insert_params = events_insert_sql(
-        source="moved_from",
-        type="NodeStateChanged",
-        payloads={s: {"from": s, "to": to_state, "reason": reason} for s in from_states},
-        stream_prefix="node:",
-        actor=actor,
+    sql = _TRANSITION.format(
+        table=connection.ops.quote_name(Node._meta.db_table),
+        id=_column("id"),
+        state=_column("state"),
+        version=_column("event_version"),
+        changed=_column("state_changed_at"),
+        deadline=_column(deadline),
+        spare=f"AND {_column(unless_past)} >= %(now)s" if unless_past else "",
     )
     stamp = _prepared("state_changed_at", now)
-    live = ", ".join(["%s"] * len(from_states))
-    spare = f"AND {_column(unless_past)} >= %s " if unless_past else ""
-    sql = (
-        f"WITH due AS (SELECT {id_} AS id, {state} AS state FROM {table} "  # noqa: S608
-        f"WHERE {state} IN ({live}) AND {_column(deadline)} < %s {spare}"
-        "LIMIT %s FOR UPDATE SKIP LOCKED), "
-        f"moved AS (UPDATE {table} SET {state} = %s, "
-        f"{_column('state_changed_at')} = %s, {version} = {version} + 1 "
-        f"WHERE {id_} = ANY(ARRAY(SELECT id FROM due)) AND {state} IN ({live}) "
-        f"RETURNING {id_} AS id, {version} AS version), "
-        "moved_from AS (SELECT moved.id, moved.version, due.state AS key "
-        "FROM moved JOIN due ON due.id = moved.id), "
-        f"appended AS ({insert}) "
-        "SELECT id FROM moved"
+    params = {"live": list(from_states), "now": stamp, "limit": limit, "to": to_state}
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        moved = cursor.fetchall()
+    payloads = {s: {"from": s, "to": to_state, "reason": reason} for s in from_states}
+    events_append_bulk(
+        [
+            NewEvent(f"node:{node_id}", "NodeStateChanged", payloads[state], actor, version - 1)
+            for node_id, version, state in moved
+        ],
+        recorded_at=now,
     )
-    params = [*from_states, stamp, *([stamp] if unless_past else []), limit, to_state, stamp,
-              *from_states, *insert_params]  # fmt: skip
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            return [row[0] for row in cursor.fetchall()]
-    except IntegrityError:
-        transaction.set_rollback(True)
-        raise VersionConflict("a node stream moved while its transition was written") from None
+    return [row[0] for row in moved]
 
 
 def append_node_events(
     *, node_id: int, version: int, events: Sequence[tuple[str, dict[str, Any]]], actor: str
 ) -> None:
     """Append `events` to node:<id>, the last one at `version` (what cas_update returned)."""
-    first = version - len(events) + 1
+    expected = version - len(events)
     events_append_bulk(
-        [
-            NewEvent(
-                stream=f"node:{node_id}",
-                version=first + i,
-                type=type_,
-                payload=payload,
-                actor=actor,
-            )
-            for i, (type_, payload) in enumerate(events)
-        ]
+        [NewEvent(f"node:{node_id}", type_, payload, actor, expected) for type_, payload in events]
     )
