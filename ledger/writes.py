@@ -9,6 +9,7 @@ default) stores exactly what the ORM would, and the models come back through `fr
 
 from collections.abc import Sequence
 from datetime import datetime
+from functools import cache
 from typing import TYPE_CHECKING
 
 from django.db import connection
@@ -39,11 +40,24 @@ def _saved(instance, pk: int) -> None:
     instance._state.db = connection.alias
 
 
-# The log's one door (ledger/sql/append.sql): arrays, one element per event.
+# The log's one door (ledger/sql/append.sql): arrays, one element per event. Up to
+# _ELEMENTS_FROM events each array is written out element by element (`ARRAY[%s, %s]`, one text
+# per count, built once): psycopg dumps plain values far cheaper than lists, and most calls
+# write one or two events. From then on each array is one parameter.
+_ELEMENTS_FROM = 9
 _APPEND = (
     "SELECT id, version, fingerprint FROM ledger_append(%s::text[], %s::text[], %s::int[], "
     "%s::text[]::jsonb[], %s::text[], %s::int[], %s::text[], %s)"
 )
+
+
+@cache
+def _append_elements(count: int) -> str:
+    one = "ARRAY[" + ", ".join(["%s"] * count) + "]"
+    return (
+        f"SELECT id, version, fingerprint FROM ledger_append({one}::text[], {one}::text[], "  # noqa: S608 - placeholders only
+        f"{one}::int[], {one}::jsonb[], {one}::text[], {one}::int[], {one}::text[], %s)"
+    )
 
 
 def events_append(
@@ -51,10 +65,14 @@ def events_append(
     keys: list, recorded_at: datetime,
 ) -> list[tuple[int, int, str]]:  # fmt: skip
     """Call `ledger_append` (payloads as JSON text): each event's id, version and fingerprint."""
+    columns = (streams, types, schemas, payloads, actors, expected, keys)
+    count = len(streams)
+    if count < _ELEMENTS_FROM:
+        sql, params = _append_elements(count), [v for column in columns for v in column]
+    else:
+        sql, params = _APPEND, list(columns)
     with connection.cursor() as cursor:
-        cursor.execute(
-            _APPEND, [streams, types, schemas, payloads, actors, expected, keys, recorded_at]
-        )
+        cursor.execute(sql, [*params, recorded_at])
         return cursor.fetchall()
 
 

@@ -23,27 +23,28 @@ $$;
 CREATE OR REPLACE FUNCTION ledger_append(
     p_streams text[], p_types text[], p_schema_versions int[], p_payloads jsonb[],
     p_actors text[], p_expected int[], p_keys text[], p_recorded_at timestamptz
-) RETURNS TABLE(id bigint, version int, fingerprint text) LANGUAGE plpgsql AS $$
+) RETURNS TABLE(id bigint, version int, fingerprint text) LANGUAGE plpgsql
+-- One plan for every call: with its own custom plan per call (the default, as the arrays'
+-- lengths make every custom plan look far cheaper than the generic one) PostgreSQL planned
+-- the INSERT anew each time, which cost several times the insert itself.
+SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 BEGIN
+    -- Rows go in, and come back, in the order given (ORDER BY r.ord).
     RETURN QUERY
-    WITH req AS (
-        SELECT r.*, row_number() OVER (PARTITION BY r.stream ORDER BY r.ord) AS nth
-          FROM unnest(p_streams, p_types, p_schema_versions, p_payloads, p_actors, p_expected,
-                      p_keys) WITH ORDINALITY
-               AS r(stream, type, schema_version, payload, actor, expected, key, ord)
-    ), ins AS (
-        INSERT INTO ledger_event AS e (stream, version, type, schema_version, payload, actor,
-                                       idempotency_key, fingerprint, recorded_at)
-        SELECT req.stream,
-               COALESCE(req.expected,
-                        (SELECT COALESCE(MAX(x.version), 0) FROM ledger_event x
-                          WHERE x.stream = req.stream)) + req.nth,
-               req.type, req.schema_version, req.payload, req.actor, req.key,
-               ledger_fingerprint(req.stream, req.type, req.payload), p_recorded_at
-          FROM req ORDER BY req.ord
-        RETURNING e.id, e.version, e.fingerprint
-    )
-    SELECT ins.id, ins.version::int, ins.fingerprint::text FROM ins ORDER BY ins.id;
+    INSERT INTO ledger_event AS e (stream, version, type, schema_version, payload, actor,
+                                   idempotency_key, fingerprint, recorded_at)
+    SELECT r.stream,
+           COALESCE(r.expected,
+                    (SELECT COALESCE(MAX(x.version), 0) FROM ledger_event x
+                      WHERE x.stream = r.stream))
+             + row_number() OVER (PARTITION BY r.stream ORDER BY r.ord),
+           r.type, r.schema_version, r.payload, r.actor, r.key,
+           ledger_fingerprint(r.stream, r.type, r.payload), p_recorded_at
+      FROM unnest(p_streams, p_types, p_schema_versions, p_payloads, p_actors, p_expected,
+                  p_keys) WITH ORDINALITY
+           AS r(stream, type, schema_version, payload, actor, expected, key, ord)
+     ORDER BY r.ord
+    RETURNING e.id, e.version::int, e.fingerprint::text;
 END
 $$;
