@@ -17,6 +17,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Func, Value
 from django.utils import timezone
 
+from core.sql import statement
 from jobs import billing
 from jobs.errors import ArtifactRejected, ArtifactTooLarge, StaleLease
 from jobs.models import (
@@ -136,34 +137,14 @@ def _task_event_args(fenced: Fenced, type: str, actor: str, fields: dict) -> dic
     }
 
 
-# A success's attempt and task, as one statement: the attempt by compare-and-set, then its task,
-# which reads the attempt's change (a lost compare-and-set moves no task). Returns whether the
-# attempt was won and whether the task moved.
-_SUCCEED = """
-WITH won AS (
-    UPDATE jobs_attempt SET {columns}
-     WHERE id = %(attempt)s AND lease_token = %(token)s AND state IN (%(leased)s, %(running)s)
-       AND lease_expires_at > %(now)s
-    RETURNING id
-),
-task AS (
-    UPDATE jobs_task SET state = %(task_state)s, finished_at = %(now)s, version = version + 1
-     WHERE id = %(task)s AND current_attempt_id = %(attempt)s AND EXISTS (SELECT 1 FROM won)
-    RETURNING id
-)
-SELECT (SELECT count(*) FROM won), (SELECT count(*) FROM task)
-"""
-
-
 def _succeed(
     fenced: Fenced, token: str, now: datetime, values: dict[str, Any], event_fields: dict
 ) -> None:
     """The node's reliability (its row first: docs/architecture.md, "Lock order"), the attempt
-    and its task, then AttemptSucceeded at the task version read before the compare-and-set."""
+    and its task (jobs/sql/succeed.sql), then AttemptSucceeded at the task version read before
+    the compare-and-set."""
     node_record_outcome(node_id=fenced.node_id, success=True, now=now)
-    sql = _SUCCEED.format(columns=", ".join(f"{name} = %(v_{name})s" for name in values))
-    params = {f"v_{name}": value for name, value in values.items()}
-    params |= {
+    params = {
         "attempt": fenced.attempt_id,
         "token": token,
         "leased": ACTIVE_ATTEMPT_STATES[0],
@@ -173,7 +154,7 @@ def _succeed(
         "now": now,
     }
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(statement("jobs", "succeed"), params | values)
         won, moved = cursor.fetchone()
     if not won:
         transaction.set_rollback(True)
@@ -317,13 +298,11 @@ def attempt_complete(
         # report rolls it back with the rest (`_succeed` takes it first).
         values = {
             "state": AttemptState.SUCCEEDED,
-            "finished_at": now,
             "runtime_ms": runtime,
             "exit_code": exit_code,
             "stdout_tail": _tail(stdout_tail),
             "stderr_tail": _tail(stderr_tail),
             "reported_runtime_s": reported_runtime_s,
-            "progress": 100,
         }
         event_fields = {
             "node_id": node_id,

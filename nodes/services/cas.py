@@ -11,6 +11,7 @@ from typing import Any
 
 from django.db import connection
 
+from core.sql import statement
 from ledger.services import NewEvent, events_append_bulk
 from nodes.models import Node
 
@@ -49,21 +50,11 @@ def cas_update(
     return row[0] if row else None
 
 
-# Moves the due nodes and returns, for each, its id, the version its event takes and the state
-# it was locked in (filled in by `_TRANSITION` below).
-_TRANSITION = """
-WITH due AS (
-    SELECT {id} AS id, {state} AS state FROM {table}
-     WHERE {state} = ANY(%(live)s::varchar[]) AND {deadline} < %(now)s {spare}
-     LIMIT %(limit)s FOR UPDATE SKIP LOCKED
-), moved AS (
-    UPDATE {table} SET {state} = %(to)s, {changed} = %(now)s, {version} = {version} + 1
-     WHERE {id} = ANY(ARRAY(SELECT id FROM due)) AND {state} = ANY(%(live)s::varchar[])
-    RETURNING {id} AS id, {version} AS version
-)
-SELECT moved.id, moved.version, due.state FROM moved JOIN due ON due.id = moved.id
-ORDER BY moved.id
-"""
+# The reaper's passes, by (deadline, unless_past): nodes/sql/reap_*.sql.
+_PASSES = {
+    ("offline_after", None): "reap_offline",
+    ("degraded_after", "offline_after"): "reap_degraded",
+}
 
 
 def transition_due_logged(
@@ -82,28 +73,19 @@ def transition_due_logged(
     Nodes also past the `unless_past` deadline are left alone (the degraded pass leaves a node
     that is due to go offline to the offline pass, even one that pass skipped as locked).
 
-    One statement picks and locks the due rows (`FOR UPDATE SKIP LOCKED`: a row another
-    transaction holds — a heartbeat, a second reaper — is left to it; a row changed since the
-    statement began is read again and must still be due), moves them and bumps each one's
-    `event_version`; then one `events_append_bulk` call appends each node's NodeStateChanged
-    at that version, with the payload {"from": <the state it was locked in>, "to": to_state,
-    "reason": reason}. The UPDATE finds its rows by primary key (`= ANY(ARRAY(…))`), not by
-    joining the table: a join would scan the whole table once per batch. Runs in the caller's
-    transaction. Returns the ids of the nodes that moved.
+    One statement (nodes/sql/reap_offline.sql or reap_degraded.sql, which say what they lock)
+    moves the due nodes and bumps each one's `event_version`; then one `events_append_bulk`
+    call appends each node's NodeStateChanged at that version, with the payload
+    {"from": <the state it was locked in>, "to": to_state, "reason": reason}. Runs in the
+    caller's transaction. Returns the ids of the nodes that moved.
     """
-    sql = _TRANSITION.format(
-        table=connection.ops.quote_name(Node._meta.db_table),
-        id=_column("id"),
-        state=_column("state"),
-        version=_column("event_version"),
-        changed=_column("state_changed_at"),
-        deadline=_column(deadline),
-        spare=f"AND {_column(unless_past)} >= %(now)s" if unless_past else "",
-    )
+    name = _PASSES.get((deadline, unless_past))
+    if name is None:
+        raise ValueError(f"no reaper pass for {deadline} unless past {unless_past}")
     stamp = _prepared("state_changed_at", now)
     params = {"live": list(from_states), "now": stamp, "limit": limit, "to": to_state}
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(statement("nodes", name), params)
         moved = cursor.fetchall()
     payloads = {s: {"from": s, "to": to_state, "reason": reason} for s in from_states}
     events_append_bulk(

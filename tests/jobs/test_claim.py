@@ -292,3 +292,26 @@ def test_the_claims_attempt_row_is_the_one_the_orm_would_store(submitter, bob):
             assert getattr(stored, field.attname) == getattr(expected, field.attname), field.name
     price = node_price(node)
     assert (stored.node_id, stored.state, stored.price_per_s) == (node.pk, "leased", price)
+
+
+@pytest.mark.postgres
+def test_a_claimed_attempt_is_the_row_the_orm_would_write(submitter, bob):
+    # The claim's statement (jobs/sql/claim_*.sql) writes the attempt's columns by name: every
+    # column it does not set from the claim holds the model's default, as save() stores it.
+    from jobs.models import Attempt as Model
+
+    submit(submitter)
+    node, agent = online_node(bob)
+    lease = claim(agent).json()
+    attempt = Model.objects.get(pk=lease["attempt_id"])
+    fresh = Model()
+    set_by_claim = {"id", "task", "node", "number", "lease_token", "leased_at",
+                    "lease_expires_at", "price_per_s"}  # fmt: skip
+    for field in Model._meta.concrete_fields:
+        if field.name not in set_by_claim:
+            assert getattr(attempt, field.attname) == getattr(fresh, field.attname), field.name
+    assert (attempt.node_id, attempt.number, attempt.lease_token) == (
+        node.pk,
+        1,
+        lease["lease_token"],
+    )
