@@ -135,7 +135,6 @@ def seed_transfers(count: int, chunk: int = 5000) -> float:
 
     from ledger.accounts import available_code
     from ledger.models import Account, Entry, Event, Posting
-    from ledger.services import _fingerprint
 
     users = [common.submitter(f"verify{i}", credits_minor=10**9)[0] for i in range(100)]
     accounts = list(
@@ -169,13 +168,21 @@ def seed_transfers(count: int, chunk: int = 5000) -> float:
                     "schema_version": 1,
                     "payload": payload,
                     "actor": "bench",
-                    "fingerprint": _fingerprint(stream, "TransferPosted", payload),
                     "recorded_at": now,
                 }
             )
             legs.append(((src, -amount), (dst, amount)))
             deltas[src] -= amount
             deltas[dst] += amount
+        # The log's own fingerprints (`ledger_fingerprint`), one query per chunk.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT ledger_fingerprint(u.s, 'TransferPosted', u.p::jsonb) "
+                "FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS u(s, p, n) ORDER BY u.n",
+                [[e["stream"] for e in events], [json.dumps(e["payload"]) for e in events]],
+            )
+            for event, (fingerprint,) in zip(events, cursor.fetchall(), strict=True):
+                event["fingerprint"] = fingerprint
         with transaction.atomic():
             first_event = common.model_copy(Event, events, reserve=n)
             first_entry = common.model_copy(

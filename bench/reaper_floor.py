@@ -9,7 +9,8 @@ machine's other load falls on every piece alike:
 
 - `reap`: the reaper's own statement (`transition_due_logged`) over all 100k at once;
 - `nodes`: the node rows' UPDATE alone (state, state_changed_at, event_version);
-- `events`: the 100k events alone, as the reaper writes them (`events_insert_sql`);
+- `events`: the 100k events alone, through the ledger's door (`ledger_append`) in one call,
+  as the reaper writes them;
 - `events, no txid trigger`: the same with the log's txid trigger disabled (what it costs);
 - `narrow table`: the nodes' UPDATE on a table of the liveness columns only (id, state,
   deadlines, version): what moving them out of `nodes_node` would leave of `nodes`.
@@ -40,7 +41,6 @@ def main() -> None:
     from django.db import connection, transaction
     from django.utils import timezone
 
-    from ledger.services import events_insert_sql
     from nodes.services.cas import transition_due_logged
 
     ops = common.operators(args.nodes // 1000 + 1, prefix="floorop")
@@ -64,16 +64,14 @@ def main() -> None:
     live = ", ".join(f"'{s}'" for s in _LIVE)
     due = f"state IN ({live}) AND offline_after < %s"
     move = "SET state = 'offline', state_changed_at = %s, event_version = event_version + 1"
-    insert, insert_params = events_insert_sql(
-        source="src",
-        type="NodeStateChanged",
-        payloads={s: {"from": s, "to": "offline", "reason": "missed_heartbeats"} for s in _LIVE},
-        stream_prefix="node:",
-        actor="system:reaper",
-    )
     events_sql = (
-        "WITH src AS (SELECT id, event_version + 1 AS version, state AS key "  # noqa: S608
-        f"FROM nodes_node WHERE {due}) {insert}"
+        "SELECT count(*) FROM (SELECT array_agg('node:' || id ORDER BY id) AS s, "  # noqa: S608
+        "array_agg(jsonb_build_object('from', state, 'to', 'offline', 'reason', "
+        "'missed_heartbeats') ORDER BY id) AS p, array_agg(event_version ORDER BY id) AS v, "
+        f"count(*)::int AS n FROM nodes_node WHERE {due}) src, LATERAL ledger_append(src.s, "
+        "array_fill('NodeStateChanged'::text, ARRAY[src.n]), array_fill(1, ARRAY[src.n]), "
+        "src.p, array_fill('system:reaper'::text, ARRAY[src.n]), src.v, "
+        "array_fill(NULL::text, ARRAY[src.n]), now())"
     )
 
     def sql(statement: str, params: list) -> Callable[[], int]:
@@ -105,9 +103,13 @@ def main() -> None:
             )
         )
 
-    events = sql(events_sql, [now, *insert_params])
+    def events() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute(events_sql, [now])
+            return cursor.fetchone()[0]
+
     pieces: dict[str, Callable[[], int]] = {
-        "reap (nodes + events, one statement)": reap,
+        "reap (nodes + events, one transaction)": reap,
         "nodes: UPDATE nodes_node": sql(f"UPDATE nodes_node {move} WHERE {due}", [now, now]),
         "events: INSERT of the reaper's events": events,
         "events, no txid trigger": without_trigger(events),

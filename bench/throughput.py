@@ -16,9 +16,7 @@ the agent-key lookup. Keep it in step with the hub.
 """
 
 import argparse
-import hashlib
 import json
-import re
 import statistics
 import tempfile
 import threading
@@ -83,28 +81,40 @@ async def agents(port: int, keys: list[str], seconds: float, mode: str) -> tuple
 # --- the raw-SQL ceiling ----------------------------------------------------------------------
 
 
+# The ledger's one door (ledger/sql/append.sql), as `ledger.writes` calls it: arrays, one
+# element per event.
+_APPEND = (
+    "SELECT id FROM ledger_append(%s::text[], %s::text[], %s::int[], %s::text[]::jsonb[], "
+    "%s::text[], %s::int[], %s::text[], now())"
+)
+
+
+def _append(cur, events: list[tuple]) -> None:
+    """Events (stream, expected version or None, type, payload, actor) in one door call."""
+    columns = [[], [], [], [], [], [], []]
+    for stream, expected, type_, payload, actor in events:
+        for column, value in zip(
+            columns, (stream, type_, 1, json.dumps(payload), actor, expected, None), strict=True
+        ):
+            column.append(value)
+    cur.execute(_APPEND, columns)
+
+
 def _event(cur, stream: str, version: int | None, type_: str, payload: dict, actor: str, key=None):
-    """One event INSERT on its own, as the hub sends it; returns the event's id."""
+    """One event through the door on its own, as the hub sends it; returns the event's id."""
     sql, params = _event_sql(stream, version, type_, payload, actor, key)
-    cur.execute(sql + " RETURNING id", params)
+    cur.execute(sql, params)
     return cur.fetchone()[0]
 
 
 def _event_sql(stream: str, version: int | None, type_: str, payload: dict, actor: str, key=None):
-    """An event INSERT's text and parameters as the hub sends them (`version` None: at the
-    stream's end, read in the same statement)."""
-    body = json.dumps(payload)
-    fingerprint = hashlib.sha256(f"{stream}\n{type_}\n{body}".encode()).hexdigest()
-    columns = "stream, type, schema_version, payload, actor, idempotency_key, fingerprint, "
-    values = [stream, type_, body, actor, key, fingerprint]
-    head = f"INSERT INTO ledger_event ({columns} recorded_at, version) "
-    if version is None:
-        return (
-            head + "SELECT %s, %s, 1, %s, %s, %s, %s, now(), COALESCE(MAX(version), 0) + 1 "
-            "FROM ledger_event WHERE stream = %s",
-            [*values, stream],
-        )
-    return head + "SELECT %s, %s, 1, %s, %s, %s, %s, now(), %s", [*values, version]
+    """One event's door call, text and parameters (`version` None: at the stream's end)."""
+    expected = None if version is None else version - 1
+    return (
+        "SELECT * FROM ledger_append(ARRAY[%s]::text[], ARRAY[%s]::text[], ARRAY[1], "
+        "ARRAY[%s::jsonb], ARRAY[%s]::text[], ARRAY[%s]::int[], ARRAY[%s]::text[], now())",
+        [stream, type_, json.dumps(payload), actor, expected, key],
+    )
 
 
 def _entry_at_once(
@@ -114,7 +124,7 @@ def _entry_at_once(
     one before) in one statement, as the hub sends them on PostgreSQL (`entry_post_at_once`)."""
     sql, params = event
     parts = [
-        f"WITH ev AS ({sql} RETURNING id, version)",
+        f"WITH ev AS MATERIALIZED ({sql})",
         "en AS (INSERT INTO ledger_entry (event_id, kind, created_at) "
         "SELECT ev.id, %s, now() FROM ev RETURNING id)",
         "po AS (INSERT INTO ledger_posting (entry_id, account_id, amount, currency) "  # noqa: S608
@@ -159,16 +169,30 @@ class RawAgent:
         self.count_sql, self.claim_statement = _COUNT_AND_FINISH, claim_statement
 
     def claim(self) -> tuple | None:
-        # The hub's own one-statement claim (`claim_statement`), its text and parameters.
-        sql, params, attempt = self.claim_statement(self.profile, datetime.now(UTC), lazy=True)
-        self.conn.autocommit = True
-        with self.conn.cursor() as cur:
+        # The hub's own claim statement (`claim_statement`), then its events through the door,
+        # in one transaction that commits lazily.
+        now = datetime.now(UTC)
+        sql, params, attempt = self.claim_statement(self.profile, now, lazy=True)
+        with self.conn.transaction(), self.conn.cursor() as cur:
             cur.execute(sql, params)
             row = cur.fetchone()
-        self.conn.autocommit = False
-        if row is None:
-            return None
-        return row[-1], attempt.lease_token
+            if row is None:
+                return None
+            task_id, job_id, index, attempts, version = row[:5]
+            attempt_id, job_moved = row[-2], row[-1]
+            n = self.node
+            events = [
+                (f"task:{task_id}", version, "TaskClaimed",
+                 {"task_id": task_id, "job_id": job_id, "index": index, "attempt_id": attempt_id,
+                  "attempt": attempts + 1, "node_id": n["id"],
+                  "lease_expires_at": attempt.lease_expires_at.isoformat(),
+                  "price_per_s": n["price"]},
+                 f"node:{n['id']}"),
+            ]  # fmt: skip
+            if job_moved:
+                events.append((f"job:{job_id}", None, "JobStarted", {"job_id": job_id}, "system"))
+            _append(cur, events)
+        return attempt_id, attempt.lease_token
 
     def complete(self, attempt_id: int, token: str) -> None:
         n, now = self.node, datetime.now(UTC)
@@ -190,31 +214,32 @@ class RawAgent:
         runtime = max(0, int((now - leased_at).total_seconds() * 1000))
         with self.conn.transaction():
             # The node's reliability (decayed and counted in SQL), the attempt's
-            # compare-and-set, its task and AttemptSucceeded: one statement, each part after
-            # the one before (`_succeed_at_once`).
-            event, event_params = _event_sql(
-                f"task:{task_id}", version + 1, "AttemptSucceeded",
-                {"task_id": task_id, "job_id": job_id, "index": index, "attempt_id": attempt_id,
-                 "node_id": n["id"], "runtime_ms": runtime, "exit_code": 0, "artifacts": []},
-                f"node:{n['id']}",
-            )  # fmt: skip
-            counter = iter(range(len(event_params)))
-            event = re.sub("%s", lambda _: f"%(e{next(counter)})s", event)
+            # compare-and-set and its task (one statement), then AttemptSucceeded through the
+            # door (`_succeed`).
             cur.execute(
-                f"WITH rel AS ({self.success_sql}), "  # noqa: S608
-                "won AS (UPDATE jobs_attempt SET state = 'succeeded', finished_at = %(now)s, "
+                self.success_sql,
+                {"now": now, "half": self.half_life_s, "pa": 1.0, "pb": 1.0, "id": n["id"]},
+            )
+            cur.execute(
+                "WITH won AS (UPDATE jobs_attempt SET state = 'succeeded', finished_at = %(now)s, "
                 "runtime_ms = %(runtime)s, exit_code = 0, stdout_tail = 'ok', stderr_tail = '', "
                 "reported_runtime_s = NULL, progress = 100 WHERE id = %(attempt)s "
                 "AND lease_token = %(token)s AND state IN ('leased', 'running') "
-                "AND lease_expires_at > %(now)s AND EXISTS (SELECT 1 FROM rel) RETURNING id), "
+                "AND lease_expires_at > %(now)s RETURNING id), "
                 "task AS (UPDATE jobs_task SET state = 'succeeded', finished_at = %(now)s, "
                 "version = version + 1 WHERE id = %(task)s AND current_attempt_id = %(attempt)s "
-                "AND EXISTS (SELECT 1 FROM won) RETURNING id), "
-                f"ev AS ({event} FROM task RETURNING id) "
-                "SELECT (SELECT count(*) FROM won), (SELECT count(*) FROM ev)",
-                {"now": now, "half": self.half_life_s, "pa": 1.0, "pb": 1.0, "id": n["id"],
-                 "runtime": runtime, "attempt": attempt_id, "token": token, "task": task_id,
-                 **{f"e{i}": v for i, v in enumerate(event_params)}},
+                "AND EXISTS (SELECT 1 FROM won) RETURNING id) "
+                "SELECT (SELECT count(*) FROM won), (SELECT count(*) FROM task)",
+                {"now": now, "runtime": runtime, "attempt": attempt_id, "token": token,
+                 "task": task_id},
+            )  # fmt: skip
+            _append(
+                cur,
+                [(f"task:{task_id}", version, "AttemptSucceeded",
+                  {"task_id": task_id, "job_id": job_id, "index": index,
+                   "attempt_id": attempt_id, "node_id": n["id"], "runtime_ms": runtime,
+                   "exit_code": 0, "artifacts": []},
+                  f"node:{n['id']}")],
             )  # fmt: skip
             # Settlement: the hold locked, the book's fee and the two credited accounts read
             # alongside; a fresh settlement looks for no earlier one.

@@ -17,6 +17,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Func, Value
 from django.utils import timezone
 
+from core.sql import statement
 from jobs import billing
 from jobs.errors import ArtifactRejected, ArtifactTooLarge, StaleLease
 from jobs.models import (
@@ -30,9 +31,8 @@ from jobs.models import (
     Task,
     TaskState,
 )
-from ledger.services import event_append, event_for_statement, event_write_refused
-from ledger.writes import event_insert_after_sql
-from nodes.services import node_success_sql
+from ledger.services import event_append
+from nodes.services import node_record_outcome
 
 TAIL_CHARS = 64 * 1024
 
@@ -137,63 +137,35 @@ def _task_event_args(fenced: Fenced, type: str, actor: str, fields: dict) -> dic
     }
 
 
-# PostgreSQL: a success's four writes as one statement, in the order the separate statements
-# take them: the node's reliability (node rows come first, docs/architecture.md "Lock order"),
-# the attempt by compare-and-set, its task, the event. Each part reads the one before, so a
-# lost compare-and-set writes nothing after it (and the caller rolls the reliability back).
-_SUCCEED = """
-WITH rel AS ({reliability}),
-won AS (
-    UPDATE jobs_attempt SET {columns}
-     WHERE id = %(attempt)s AND lease_token = %(token)s AND state IN (%(leased)s, %(running)s)
-       AND lease_expires_at > %(now)s AND EXISTS (SELECT 1 FROM rel)
-    RETURNING id
-),
-task AS (
-    UPDATE jobs_task SET state = %(task_state)s, finished_at = %(now)s, version = version + 1
-     WHERE id = %(task)s AND current_attempt_id = %(attempt)s AND EXISTS (SELECT 1 FROM won)
-    RETURNING id
-),
-ev AS ({event})
-SELECT (SELECT count(*) FROM won), (SELECT count(*) FROM ev)
-"""
-
-
-def _succeed_at_once(
+def _succeed(
     fenced: Fenced, token: str, now: datetime, values: dict[str, Any], event_fields: dict
 ) -> None:
-    event = event_for_statement(
-        **_task_event_args(fenced, "AttemptSucceeded", f"node:{fenced.node_id}", event_fields)
-    )
-    insert, event_params = event_insert_after_sql(event, "task", "ev")
-    reliability, params = node_success_sql(node_id=fenced.node_id, now=now)
-    sql = _SUCCEED.format(
-        reliability=reliability,
-        columns=", ".join(f"{name} = %(v_{name})s" for name in values),
-        event=insert,
-    )
-    params = {**params, **event_params}
-    params |= {f"v_{name}": value for name, value in values.items()}
-    params |= {
+    """The node's reliability (its row first: docs/architecture.md, "Lock order"), the attempt
+    and its task (jobs/sql/succeed.sql), then AttemptSucceeded at the task version read before
+    the compare-and-set."""
+    node_record_outcome(node_id=fenced.node_id, success=True, now=now)
+    params = {
         "attempt": fenced.attempt_id,
         "token": token,
         "leased": ACTIVE_ATTEMPT_STATES[0],
         "running": ACTIVE_ATTEMPT_STATES[1],
         "task_state": TaskState.SUCCEEDED,
         "task": fenced.task_id,
+        "now": now,
     }
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            won, recorded = cursor.fetchone()
-    except IntegrityError as exc:
-        event_write_refused(exc, event)
+    with connection.cursor() as cursor:
+        cursor.execute(statement("jobs", "succeed"), params | values)
+        won, moved = cursor.fetchone()
     if not won:
         transaction.set_rollback(True)
         raise StaleLease("the lease ended while this report was being recorded")
-    if not recorded:  # the task had moved on from this attempt: never while the lease held
+    if not moved:  # the task had moved on from this attempt: never while the lease held
         transaction.set_rollback(True)
         raise StaleLease("the task no longer runs this attempt")
+    event_append(
+        **_task_event_args(fenced, "AttemptSucceeded", f"node:{fenced.node_id}", event_fields),
+        recorded_at=now,
+    )
 
 
 def _runtime_ms(fenced: Fenced, now: datetime) -> int:
@@ -323,17 +295,14 @@ def attempt_complete(
         # The node's reliability in the same commit, and its row first: the reapers and a
         # quarantine lock nodes before attempts and holds, so taking it after them could wait
         # on one of those while it waits on us (docs/architecture.md, "Lock order"). A stale
-        # report rolls it back with the rest. It is the first part of the success's one
-        # statement.
+        # report rolls it back with the rest (`_succeed` takes it first).
         values = {
             "state": AttemptState.SUCCEEDED,
-            "finished_at": now,
             "runtime_ms": runtime,
             "exit_code": exit_code,
             "stdout_tail": _tail(stdout_tail),
             "stderr_tail": _tail(stderr_tail),
             "reported_runtime_s": reported_runtime_s,
-            "progress": 100,
         }
         event_fields = {
             "node_id": node_id,
@@ -344,7 +313,7 @@ def attempt_complete(
                 key=lambda a: a["name"],
             ),
         }
-        _succeed_at_once(fenced, token, now, values, event_fields)
+        _succeed(fenced, token, now, values, event_fields)
         charged = billing.settle(
             attempt_id=attempt_id, runtime_ms=runtime, charge=True, figures=fenced.figures
         )

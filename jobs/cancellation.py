@@ -94,7 +94,6 @@ def _cancel_queued(job: Job, now: datetime, actor: str) -> list[tuple[int, int, 
             [
                 NewEvent(
                     f"task:{task_id}",
-                    version + 1,
                     "TaskCancelled",
                     {
                         "task_id": task_id,
@@ -104,6 +103,7 @@ def _cancel_queued(job: Job, now: datetime, actor: str) -> list[tuple[int, int, 
                         "reason": "cancelled by the submitter",
                     },
                     actor,
+                    expected_version=version,
                 )
                 for task_id, index, version in queued
             ]

@@ -2,8 +2,9 @@
 
 `SELECT … FOR UPDATE OF t SKIP LOCKED` over queued tasks whose hard gates the node passes, in
 order of priority, then fit (tasks that need more VRAM first, so a big GPU takes the work only it
-can do), then age; then the attempt, the task's new state and its event. Concurrent claimers skip
-each other's locked rows instead of queueing behind them. A small node picks the same task
+can do), then age; then the attempt and the task's new state, one statement (jobs/sql/claim_*.sql),
+and its events through the ledger's door in the same transaction. Concurrent claimers skip each
+other's locked rows instead of queueing behind them. A small node picks the same task
 through the queue's size classes (jobs.size_class), so that a head of work too big for it is
 not read on every claim.
 """
@@ -13,115 +14,26 @@ import random
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import cache
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
-from computepool.rawsql import LAZY_COMMIT, commits_alone, insert_select_lists
-from jobs.models import Attempt, new_lease_token
+from computepool.rawsql import LAZY_COMMIT, commits_alone
+from core.sql import statement
+from jobs.models import new_lease_token
 from jobs.node_profile import NodeProfile
-from ledger.errors import VersionConflict
-from ledger.event_sql import COLUMNS as EVENT_COLUMNS
-from ledger.event_sql import TABLE as EVENT_TABLE
-from ledger.event_sql import EventSql, SqlInt, event_sql
+from ledger.services import NewEvent, events_append_bulk
 from nodes.signing import sign
 
-_COLUMNS = """t.id, t.job_id, t."index", t.attempts, t.version, j.state, j.spec, j.kind,
-       j.timeout_s, j.cpu_cores, j.ram_mb, j.disk_mb, j.min_vram_mb, j.gpu_count, j.slices"""
-
-
-def _squeezed(sql: str) -> str:
-    # Every run of whitespace as one space (no literal in these statements holds one): the
-    # claim's whole text must stay within what psycopg caches (4096 characters).
-    return " ".join(sql.split())
-
-
-# The hard gates a queued task can stop passing after its submission: it is claimed, cancelled,
-# or requeued with a backoff, the node that lost it excluded and an attempt spent.
-_LIVE_TERMS = """t.available_at <= %(now)s
-   AND (NOT t.excluded_nodes @> ARRAY[%(node)s::bigint] OR t.available_at <= %(reprieve)s)
-   AND (%(trusted)s OR (t.priority <= 0 AND t.attempts + 1 < t.max_attempts))"""
-# The gates fixed at submission, on the task's own (denormalised) columns.
-_FIT_TERMS = """t.cpu_cores <= %(cores)s
-   AND t.ram_mb <= %(ram)s
-   AND t.disk_mb <= %(disk)s
-   AND t.gpu_count <= %(gpus)s
-   AND t.min_compute_capability <= %(cc)s
-   AND (t.region = '' OR t.region = %(region)s)
-   AND (t.tier_allow = '{}' OR t.tier_allow @> ARRAY[%(tier)s::varchar])
-   AND t.price_ceiling >= %(price)s"""
-# Outside COALESCE only what an index reads: the queue's partial-index predicate and the VRAM
-# bound (an index condition of both queue indexes). The rest is one opaque term to the planner,
-# which estimates it passes half the rows instead of multiplying a default third per bound
-# into "one row": with that estimate the plan it builds once for the prepared statement (its
-# generic plan) walks the queue's index in order and stops at the first task, as the plan
-# built for each call's values does, so PostgreSQL keeps it and stops planning the claim on
-# every call. Multiplied, the generic plan sorted every queued task and was never chosen.
-_LIVE_GATES = f"t.state = 'queued' AND COALESCE({_LIVE_TERMS}, false)"
-# Every hard gate.
-_GATES = f"""t.state = 'queued'
-   AND t.min_vram_mb <= %(vram)s
-   AND COALESCE({_LIVE_TERMS}
-   AND {_FIT_TERMS}, false)"""
-_ORDER = "t.priority DESC, t.min_vram_mb DESC, t.id"
-
-_CLAIM_SQL = f"""
-SELECT {_COLUMNS}
-  FROM jobs_task t JOIN jobs_job j ON j.id = t.job_id
- WHERE {_GATES}
- ORDER BY {_ORDER}
- LIMIT 1
-"""  # noqa: S608 - constants
-# Any other node's pick on PostgreSQL: the queue's statement, the task locked as it is read.
-_QUEUE_PICK = f"{_CLAIM_SQL} FOR UPDATE OF t SKIP LOCKED"
-
-# A small node's pick (jobs.size_class), which locks one row. First the first CANDIDATES tasks
-# of each size class the node fits, in the queue's order, read without locks, and all of them
-# merged into that order; then each candidate in turn locked by id if no one else holds it
-# (`SKIP LOCKED`, its live gates checked again on the row as it is now), stopping at the first:
-# nested loops under LIMIT 1 pull one candidate at a time (the LIMIT sits below the job's join,
-# so no plan for that join can make it read, and lock, the candidates past the first). So the
-# node gets the first task in the queue's order that no one holds, as the queue's own pick
-# would, unless a class has CANDIDATES or more rows at its top held or taken since the
-# statement began (a herd of claims woken together, a cancel): it then passes over to the
-# other classes, and when every class is held so it finds nothing and looks again
-# (`_HELD_PAUSES_S`). Locking each class's free head instead and keeping the best would hold the
-# other heads, still queued, through every such claim: under steady claims from nodes that fit
-# more, a node whose only task is one of them would seldom find it free. The gates are written
-# once, in a CTE inlined into the reader (the lock is taken on `jobs_task` itself: a locking
-# clause does not reach into a WITH query).
+# The claim's statements (jobs/sql/): the queue's pick, or a small node's through its size
+# classes (jobs.size_class), then the attempt, the task's move and, for a job's first claim, the
+# job's. Each file says what it locks and in which order.
+QUEUE_CLAIM, BUCKETED_CLAIM = "claim_queue", "claim_bucketed"
+# How many of each size class's first tasks a small node's pick reads (claim_bucketed.sql).
 CANDIDATES = 16
-_BUCKETED_PICK = _squeezed(
-    f"""
-WITH q AS NOT MATERIALIZED (
-     SELECT t.* FROM jobs_task t WHERE {_GATES})
-SELECT {_COLUMNS}
-  FROM (SELECT t.* FROM (
-               SELECT t.id, t.priority, t.min_vram_mb
-                 FROM unnest(%(buckets)s::smallint[]) AS b(k)
-                CROSS JOIN LATERAL (
-                      SELECT * FROM q t WHERE t.size_class = b.k ORDER BY {_ORDER}
-                       LIMIT {CANDIDATES}) t
-                ORDER BY {_ORDER}) AS c
-         CROSS JOIN LATERAL (
-               SELECT t.* FROM jobs_task t
-                WHERE t.id = c.id AND {_LIVE_GATES} FOR UPDATE SKIP LOCKED) t
-         LIMIT 1) t
-  JOIN jobs_job j ON j.id = t.job_id
-"""  # noqa: S608 - constants
-)
 
-# Whether a task the node may run is queued in its classes at all, locks aside.
-_ANY_QUEUED_BUCKETED = _squeezed(
-    f"""
-SELECT 1 FROM unnest(%(buckets)s::smallint[]) AS b(k)
- WHERE EXISTS (SELECT 1 FROM jobs_task t WHERE t.size_class = b.k AND {_GATES})
- LIMIT 1
-"""  # noqa: S608 - constants
-)
 # A small node's claim that found nothing free while a task it may run is queued in its classes
 # had every candidate held or taken by claims beside it: it looks again after each of these
 # pauses (stretched at random, so that a herd of claims does not meet again), before it says
@@ -135,7 +47,7 @@ def _pause(seconds: float) -> None:
 
 def _queued_in(profile: NodeProfile, now: datetime) -> bool:
     with connection.cursor() as cursor:
-        cursor.execute(_ANY_QUEUED_BUCKETED, bucketed_params(profile, now))
+        cursor.execute(statement("jobs", "queued_in_classes"), bucketed_params(profile, now))
         return cursor.fetchone() is not None
 
 
@@ -227,13 +139,13 @@ def task_claim(*, profile: NodeProfile) -> Lease | None:
     if not profile.can_claim:
         return None
     now = timezone.now()
-    lease = _claim_in_one_statement(profile, now)
+    lease = _claim(profile, now)
     for pause in _HELD_PAUSES_S if profile.size_classes else ():
         if lease is not None or not _queued_in(profile, now):
             break
         _pause(pause)
         now = timezone.now()
-        lease = _claim_in_one_statement(profile, now)
+        lease = _claim(profile, now)
     return lease
 
 
@@ -258,52 +170,15 @@ def _lease(row: tuple, attempt_id: int, token: str, expires: datetime, now: date
     return Lease(attempt_id, task_id, job_id, token, expires, full_spec, signature)
 
 
-# The whole claim is one statement, so one round trip and no BEGIN/COMMIT: pick and lock the
-# task, insert its attempt, move it, record TaskClaimed and, for a job's first claim, move the
-# job and record JobStarted. The parts take their locks in one order (the task, then the job).
-# The job's CAS re-reads its row after any lock wait (READ COMMITTED), so of two first claims
-# on one job one moves it and records the event; JobStarted goes at the stream's end, and every
-# other writer of a job's stream is ordered against this claim by the task row it holds (a
-# cancel locks the queued tasks first) or comes after the job's last claim. JobStarted reads
-# `claimed` so that TaskClaimed is written first and keeps the lower id (PostgreSQL runs
-# unreferenced CTEs last, in no stated order).
-# A claim that is its own transaction commits lazily (`_LAZY_COMMIT`, below).
-_ONE_STATEMENT = _squeezed(
-    """
-WITH pick AS MATERIALIZED ({pick}),
-att AS (
-    INSERT INTO jobs_attempt ({att_columns}) SELECT {att_values} FROM pick RETURNING id, task_id
-),
-moved AS (
-    UPDATE jobs_task SET state = 'leased', attempts = pick.attempts + 1,
-           version = pick.version + 1, current_attempt_id = att.id
-      FROM pick JOIN att ON att.task_id = pick.id
-     WHERE jobs_task.id = pick.id
-),
-claimed AS (
-    INSERT INTO {events} ({event_columns})
-    SELECT {claimed} FROM pick JOIN att ON att.task_id = pick.id RETURNING id
-),
-started AS (
-    UPDATE jobs_job SET state = 'running' FROM pick
-     WHERE jobs_job.id = pick.job_id AND pick.state = 'queued' AND jobs_job.state = 'queued'
-    RETURNING jobs_job.id
-),
-job_started AS (
-    INSERT INTO {events} ({event_columns}) SELECT {started} FROM started, claimed
-)
-SELECT pick.*, att.id FROM pick JOIN att ON att.task_id = pick.id{lazy}
-"""
-)
 # A claim that is its own transaction commits without waiting for the WAL's flush
-# (`synchronous_commit` off for that transaction only, set by the statement itself). A lease is
+# (`synchronous_commit` off for that transaction only, set by the statement itself, which ends
+# with this join). A lease is
 # already something the hub expects to lose: a crash of the database can lose the claims of its
 # last fraction of a second, whole (attempt, task, events and job together), and what follows
 # is a lost lease: the task is queued as before the claim, and the agent that got it is told to
 # drop it on its next heartbeat (an unknown token), its completion refused (409). A claim moves
 # no money; anything durable that depends on it (its completion, its failure) commits with the
-# flush, which writes the claim before it. Waiting for the flush was an eighth of a claim's
-# PostgreSQL CPU under load (docs/benchmarks.md, the tenth round).
+# flush, which writes the claim before it.
 _LAZY_COMMIT = f" CROSS JOIN {LAZY_COMMIT} AS lazy"
 
 
@@ -316,104 +191,61 @@ class NewAttempt:
     lease_expires_at: datetime
 
 
-@cache
-def _job_started_sql() -> EventSql:
-    # The same for every claim: built once per process.
-    return event_sql(
-        name="s",
-        type="JobStarted",
-        stream_prefix="job:",
-        stream_id="started.id",
-        version=(
-            "(SELECT COALESCE(MAX(e.version), 0) + 1 FROM ledger_event e "
-            "WHERE e.stream = 'job:' || started.id)"
-        ),
-        actor="system",
-        recorded_at="%(now)s",
-        payload={"job_id": SqlInt("started.id")},
-    )
-
-
-# The statement's text by pick, attempt and event select lists: each of those is built once
-# per process and shape, so the key's strings are the same objects (and hashes) every call.
-_statements: dict[tuple[str, ...], str] = {}
+# The statement's text by pick and laziness: the same objects (and hashes) every call.
+_statements: dict[tuple[str, bool], str] = {}
 
 
 def claim_statement(
     profile: NodeProfile, now: datetime, *, lazy: bool = False
 ) -> tuple[str, dict[str, Any], NewAttempt]:
-    """PostgreSQL: the claim's one statement for `profile` at `now`, its parameters, and the
-    attempt it inserts (its id is the row's last column); `lazy` for a statement that is its own
-    transaction, which then commits without waiting for the WAL's flush. The attempt's columns are
-    a new attempt's: what the statement supplies (the task, the number, the lease's start,
-    the node's price) are expressions, the node, the token and the expiry parameters, and every
-    other column its default, written into the text once."""
+    """The claim's statement for `profile` at `now` (jobs/sql/claim_queue.sql, or
+    claim_bucketed.sql for a node with size classes), its parameters, and the attempt it
+    inserts (its id and whether the job moved are the row's last two columns); `lazy` for a
+    claim that is its own transaction, which then commits without waiting for the WAL's
+    flush."""
     granted = NewAttempt(new_lease_token(), now + lease_duration())
-    att_columns, att_values, params = insert_select_lists(
-        Attempt,
-        name="a",
-        exprs={
-            "task_id": "pick.id",
-            "number": "pick.attempts + 1",
-            "leased_at": "%(now)s",
-            "price_per_s": "%(price)s",
-        },
-        values={
-            "node_id": profile.node_id,
-            "lease_token": granted.lease_token,
-            "lease_expires_at": granted.lease_expires_at,
-        },
-    )
-    claimed = event_sql(
-        name="c",
-        type="TaskClaimed",
-        stream_prefix="task:",
-        stream_id="pick.id",
-        version="pick.version + 1",
-        actor=f"node:{profile.node_id}",
-        recorded_at="%(now)s",
-        payload=_claimed_payload(
-            profile,
-            granted.lease_expires_at,
-            task_id=SqlInt("pick.id"),
-            job_id=SqlInt("pick.job_id"),
-            index=SqlInt('pick."index"'),
-            attempt_id=SqlInt("att.id"),
-            number=SqlInt("pick.attempts + 1"),
-        ),
-    )
-    started = _job_started_sql()
-    pick = _BUCKETED_PICK if profile.size_classes else _QUEUE_PICK
-    key = (pick, att_columns, att_values, claimed.select, started.select, lazy)
-    sql = _statements.get(key)
+    name = BUCKETED_CLAIM if profile.size_classes else QUEUE_CLAIM
+    sql = _statements.get((name, lazy))
     if sql is None:
-        sql = _statements[key] = _ONE_STATEMENT.format(
-            pick=pick,
-            att_columns=att_columns,
-            att_values=att_values,
-            events=EVENT_TABLE,
-            event_columns=EVENT_COLUMNS,
-            claimed=claimed.select,
-            started=started.select,
-            lazy=_LAZY_COMMIT if lazy else "",
-        )
+        sql = _statements[name, lazy] = statement("jobs", name) + (_LAZY_COMMIT if lazy else "")
     pick_params = bucketed_params if profile.size_classes else claim_params
-    params |= claimed.params | started.params | pick_params(profile, now)
+    params = pick_params(profile, now) | {
+        "lease_token": granted.lease_token,
+        "lease_expires_at": granted.lease_expires_at,
+    }
     return sql, params, granted
 
 
-def _claim_in_one_statement(profile: NodeProfile, now: datetime) -> Lease | None:
+def _claim(profile: NodeProfile, now: datetime) -> Lease | None:
+    """One claim's transaction: the statement, then TaskClaimed at the task's version before
+    the claim and, when the job moved, JobStarted at its stream's end, in one append."""
     sql, params, granted = claim_statement(profile, now, lazy=commits_alone())
-    try:
+    with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             row = cursor.fetchone()
-    except IntegrityError:
-        # A version taken on the task's or the job's stream: the statement wrote nothing, and
-        # the caller hears what `event_append` would have said.
-        if connection.in_atomic_block:
-            transaction.set_rollback(True)
-        raise VersionConflict("a stream moved while the task was being claimed") from None
-    if row is None:
-        return None
-    return _lease(row, row[-1], granted.lease_token, granted.lease_expires_at, now)
+        if row is None:
+            return None
+        attempt_id, job_moved = row[-2], row[-1]
+        task_id, job_id, index, attempts, version = row[:5]
+        events = [
+            NewEvent(
+                f"task:{task_id}",
+                "TaskClaimed",
+                _claimed_payload(
+                    profile,
+                    granted.lease_expires_at,
+                    task_id=task_id,
+                    job_id=job_id,
+                    index=index,
+                    attempt_id=attempt_id,
+                    number=attempts + 1,
+                ),
+                f"node:{profile.node_id}",
+                expected_version=version,
+            )
+        ]
+        if job_moved:
+            events.append(NewEvent(f"job:{job_id}", "JobStarted", {"job_id": job_id}, "system"))
+        events_append_bulk(events, recorded_at=now)
+    return _lease(row, attempt_id, granted.lease_token, granted.lease_expires_at, now)

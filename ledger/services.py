@@ -10,14 +10,14 @@ import uuid
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import Any, NoReturn
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Sum
 from django.utils import timezone
 
 from ledger import registry, writes
-from ledger.canonical import canonical_json, sha256_hex
 from ledger.errors import (
     IdempotencyConflict,
     InsufficientFunds,
@@ -36,20 +36,26 @@ def _require_transaction(what: str) -> None:
         )
 
 
-def _fingerprint(stream: str, type: str, payload: dict[str, Any]) -> str:
-    return sha256_hex(canonical_json({"stream": stream, "type": type, "payload": payload}))
+@dataclass(frozen=True)
+class NewEvent:
+    """One event to append: at the end of its stream, or after `expected_version` (the version
+    the caller last saw of the stream; every event of one stream in one call gives the same)."""
+
+    stream: str
+    type: str
+    payload: dict[str, Any]
+    actor: str
+    expected_version: int | None = None
+    idempotency_key: str | None = None
 
 
-def _fingerprint_around(type: str, payload: dict[str, Any]) -> tuple[bytes, bytes]:
-    """The canonical bytes `_fingerprint` hashes, before and after the stream's JSON string.
+@dataclass(frozen=True)
+class Appended:
+    """What the log gave an appended event."""
 
-    Sorted keys put the stream between the payload and the type, so events of one type and one
-    payload need one serialisation: the fingerprint of stream s is
-    sha256(before + canonical_json(s) + after)."""
-    return (
-        b'{"payload":' + canonical_json(payload) + b',"stream":',
-        b',"type":' + canonical_json(type) + b"}",
-    )
+    id: int
+    version: int
+    fingerprint: str
 
 
 def event_append(
@@ -61,8 +67,9 @@ def event_append(
     expected_version: int | None = None,
     idempotency_key: str | None = None,
     key_checked: bool = False,
+    recorded_at: datetime | None = None,
 ) -> Event:
-    """Append one event to `stream`.
+    """Append one event to `stream` (`events_append_bulk` for one).
 
     With `expected_version` (the version the caller last saw, 0 for a new stream) the write
     fails with VersionConflict if anyone appended since; without it the event goes at the end.
@@ -72,101 +79,111 @@ def event_append(
     twins, so it is not looked up again (the unique index still refuses a duplicate).
     """
     _require_transaction("event_append")
-    event = _event_new(
-        stream=stream,
-        type=type,
-        payload=payload,
-        actor=actor,
-        expected_version=expected_version,
-        idempotency_key=idempotency_key,
-        key_checked=key_checked,
-    )
-    if not event.replayed:
-        _insert(event)
-    return event
-
-
-def _insert(event: Event) -> None:
-    try:
-        writes.event_insert(event)
-    except IntegrityError as exc:
-        event_write_refused(exc, event)
-
-
-def _event_new(
-    *,
-    stream: str,
-    type: str,
-    payload: dict[str, Any],
-    actor: str,
-    expected_version: int | None,
-    idempotency_key: str | None,
-    key_checked: bool,
-) -> Event:
-    """The unsaved event, validated and fingerprinted; or, when `idempotency_key` was used for
-    the same request, the original (`replayed` True)."""
-    event_type = registry.validate(type, payload)
-    fingerprint = _fingerprint(stream, type, payload)
-    if (
-        idempotency_key is not None
-        and not key_checked
-        and writes.event_id_by_key(idempotency_key) is not None
-    ):
-        original = Event.objects.filter(idempotency_key=idempotency_key).first()
+    if idempotency_key is not None and not key_checked:
+        original = _replayed(stream, type, payload, idempotency_key)
         if original is not None:
-            if original.fingerprint != fingerprint:
-                raise IdempotencyConflict(
-                    f"idempotency key {idempotency_key!r} was already used for a different request"
-                )
-            original.replayed = True
             return original
+    new = NewEvent(stream, type, payload, actor, expected_version, idempotency_key)
+    at = recorded_at or timezone.now()
+    (appended,) = events_append_bulk([new], recorded_at=at)
+    return _event_of(new, appended, at)
+
+
+def _event_of(new: NewEvent, appended: Appended, at: datetime) -> Event:
     event = Event(
-        stream=stream,
-        version=None if expected_version is None else expected_version + 1,
-        type=type,
-        schema_version=event_type.schema_version,
-        payload=payload,
-        actor=actor,
-        idempotency_key=idempotency_key,
-        fingerprint=fingerprint,
+        stream=new.stream,
+        version=appended.version,
+        type=new.type,
+        schema_version=registry.get(new.type).schema_version,
+        payload=new.payload,
+        actor=new.actor,
+        idempotency_key=new.idempotency_key,
+        fingerprint=appended.fingerprint,
+        recorded_at=at,
     )
+    event.pk = appended.id
+    event._state.adding = False
+    event._state.db = connection.alias
     event.replayed = False
     return event
 
 
-def event_write_refused(exc: IntegrityError, event: Event) -> None:
-    """Raise what a unique violation on writing `event` means to the caller (a writer that
-    puts the event in a statement of its own passes its IntegrityError here too)."""
+def _replayed(stream: str, type: str, payload: dict[str, Any], key: str) -> Event | None:
+    """The event written under `key` for this same request (`replayed` True), None when the
+    key is unused; IdempotencyConflict when it was used for another request. The request's
+    fingerprint is the log's own (`ledger_fingerprint`), asked of the database."""
+    registry.validate(type, payload)
+    found = writes.event_by_key(key, stream, type, json.dumps(payload))
+    if found is None:
+        return None
+    event_id, same = found
+    if not same:
+        raise IdempotencyConflict(
+            f"idempotency key {key!r} was already used for a different request"
+        )
+    original = Event.objects.get(pk=event_id)
+    original.replayed = True
+    return original
+
+
+def events_append_bulk(
+    events: Sequence[NewEvent], *, recorded_at: datetime | None = None
+) -> list[Appended]:
+    """Append `events` in one call of the log's `ledger_append`, in the caller's transaction.
+
+    Versions are the ledger's (see NewEvent); a collision on a version or a key fails the whole
+    call with VersionConflict or IdempotencyConflict, and nothing of it is written. Keys are
+    not looked up here: a replay is `event_append`'s to answer. Returns, in order, each event's
+    id, version and fingerprint.
+    """
+    _require_transaction("events_append_bulk")
+    if not events:
+        return []
+    # A set-based caller passes one payload object for every event of a kind: validate (and
+    # serialise) each object once, not once per event. `events` holds every payload alive, so
+    # no id is reused within the loop.
+    prepared: dict[tuple[str, int], tuple[int, str]] = {}
+    columns: tuple[list, ...] = ([], [], [], [], [], [], [])
+    streams, types, schemas, payloads, actors, expected, keys = columns
+    for new in events:
+        cached = (new.type, id(new.payload))
+        if cached not in prepared:
+            event_type = registry.validate(new.type, new.payload)
+            prepared[cached] = (event_type.schema_version, json.dumps(new.payload))
+        schema_version, payload_json = prepared[cached]
+        streams.append(new.stream)
+        types.append(new.type)
+        schemas.append(schema_version)
+        payloads.append(payload_json)
+        actors.append(new.actor)
+        expected.append(new.expected_version)
+        keys.append(new.idempotency_key)
+    try:
+        rows = writes.events_append(*columns, recorded_at or timezone.now())
+    except IntegrityError as exc:
+        event_write_refused(exc, events)
+    return [Appended(*row) for row in rows]
+
+
+def event_write_refused(exc: IntegrityError, events: Sequence[NewEvent]) -> NoReturn:
+    """Raise what a unique violation on appending `events` means to the caller."""
     # The transaction is unusable on PostgreSQL after this; the caller's atomic block rolls
     # back and nothing of the request is written.
     transaction.set_rollback(True)
-    key, stream = event.idempotency_key, event.stream
-    if key is not None and _twin_of_key(exc, stream, key):
-        raise IdempotencyConflict(
-            f"idempotency key {key!r} is being used by a concurrent request"
-        ) from None
-    # The version the caller expected is the one before the event's own (none: its end).
-    seen = "its end" if event.version is None else f"version {event.version - 1}"
-    raise VersionConflict(
-        f"stream {stream} moved past {seen} while this change was being made"
-    ) from None
-
-
-def event_for_statement(
-    *, stream: str, type: str, payload: dict[str, Any], actor: str, expected_version: int
-) -> Event:
-    """The unsaved event, validated and fingerprinted, for a caller that writes it inside a
-    statement of its own (`writes.event_insert_after_sql`); an IntegrityError that statement
-    raises goes to `event_write_refused`."""
-    return _event_new(
-        stream=stream,
-        type=type,
-        payload=payload,
-        actor=actor,
-        expected_version=expected_version,
-        idempotency_key=None,
-        key_checked=False,
-    )
+    for new in events:
+        key = new.idempotency_key
+        if key is not None and _twin_of_key(exc, new.stream, key):
+            raise IdempotencyConflict(
+                f"idempotency key {key!r} is being used by a concurrent request"
+            ) from None
+    if len(events) == 1:
+        (new,) = events
+        # The version the caller expected (none: its end).
+        seen = "its end" if new.expected_version is None else f"version {new.expected_version}"
+        message = f"stream {new.stream} moved past {seen} while this change was being made"
+    else:
+        message = "a stream moved while a batch of events was being written"
+    raise VersionConflict(message) from None
 
 
 def _twin_of_key(exc: IntegrityError, stream: str, key: str) -> bool:
@@ -179,144 +196,6 @@ def _twin_of_key(exc: IntegrityError, stream: str, key: str) -> bool:
     name = getattr(getattr(cause, "diag", None), "constraint_name", None)
     on_key, on_version = name == "event_idempotency_key", name == "event_stream_version"
     return on_key or (on_version and key in stream)
-
-
-@dataclass(frozen=True)
-class NewEvent:
-    stream: str
-    version: int  # the version this event takes: the caller knows it (e.g. a row's counter)
-    type: str
-    payload: dict[str, Any]
-    actor: str
-
-
-# From this many events on, PostgreSQL takes them through COPY: for the reaper's 100k events it
-# took 1.3 s here, against 8.5 s for the ORM's batched INSERTs (building and binding 100k rows).
-_COPY_FROM = 500
-_COPY_COLUMNS = (
-    "stream",
-    "version",
-    "type",
-    "schema_version",
-    "payload",
-    "actor",
-    "fingerprint",
-    "recorded_at",
-)
-
-
-def events_append_bulk(events: Sequence[NewEvent]) -> int:
-    """Append many events at once, for set-based transitions (a reaper over 100k nodes).
-
-    Versions are the caller's, taken from a row it changed with compare-and-set in this same
-    transaction; a collision still fails the whole batch with VersionConflict. Returns how many
-    were written (their ids are not read back).
-    """
-    _require_transaction("events_append_bulk")
-    # A set-based caller passes one payload object for every event of a kind: validate (and
-    # serialise) each object once, not once per event. `events` holds every payload alive, so
-    # no id is reused within the loop.
-    prepared: dict[tuple[str, int], tuple[int, str, bytes, bytes]] = {}
-    rows = []
-    for new in events:
-        key = (new.type, id(new.payload))
-        if key not in prepared:
-            event_type = registry.validate(new.type, new.payload)
-            prepared[key] = (
-                event_type.schema_version,
-                json.dumps(new.payload),
-                *_fingerprint_around(new.type, new.payload),
-            )
-        schema_version, payload_json, before, after = prepared[key]
-        fingerprint = sha256_hex(before + canonical_json(new.stream) + after)
-        rows.append((new, schema_version, payload_json, fingerprint))
-    try:
-        if len(rows) >= _COPY_FROM:
-            _copy_events(rows)
-        else:
-            Event.objects.bulk_create(
-                [
-                    Event(
-                        stream=new.stream,
-                        version=new.version,
-                        type=new.type,
-                        schema_version=schema_version,
-                        payload=new.payload,
-                        actor=new.actor,
-                        fingerprint=fingerprint,
-                    )
-                    for new, schema_version, _, fingerprint in rows
-                ],
-                batch_size=2000,
-            )
-    except IntegrityError:
-        transaction.set_rollback(True)
-        raise VersionConflict("a stream moved while a batch of events was being written") from None
-    return len(rows)
-
-
-def _copy_events(rows: list[tuple[NewEvent, int, str, str]]) -> None:
-    now = timezone.now()
-    sql = f"COPY {Event._meta.db_table} ({', '.join(_COPY_COLUMNS)}) FROM STDIN"
-    # The row trigger that stamps txid fires for COPY as for INSERT.
-    with (
-        connection.cursor() as cursor,
-        connection.wrap_database_errors,
-        cursor.cursor.copy(sql) as copy,
-    ):
-        for new, schema_version, payload_json, fingerprint in rows:
-            copy.write_row(
-                (
-                    new.stream,
-                    new.version,
-                    new.type,
-                    schema_version,
-                    payload_json,
-                    new.actor,
-                    fingerprint,
-                    now,
-                )
-            )
-
-
-def events_insert_sql(
-    *, source: str, type: str, payloads: dict[str, dict[str, Any]], stream_prefix: str, actor: str
-) -> tuple[str, list[Any]]:
-    """PostgreSQL: an `INSERT INTO ledger_event … SELECT` that appends one event per row of
-    `source`, for a set-based transition that changes its rows and records them in one statement.
-
-    `source` names a relation (a CTE of the same statement) with the columns `id`, `version` and
-    `key`: the event goes to stream `<stream_prefix><id>` at `version` (the caller's, bumped on its
-    row by compare-and-set), with the payload `payloads[key]`. Each payload is validated and
-    serialised once, here; the fingerprint is computed by PostgreSQL from the same canonical
-    bytes `_fingerprint` hashes (ids are integers: their JSON is their digits). Returns the SQL
-    and its parameters; a (stream, version) collision raises IntegrityError from the statement,
-    as `events_append_bulk` would.
-    """
-    if canonical_json(stream_prefix)[1:-1].decode() != stream_prefix:
-        raise ValueError(f"stream prefix {stream_prefix!r} would need escaping in JSON")
-    values, params = [], []
-    for key, payload in payloads.items():
-        event_type = registry.validate(type, payload)
-        before, after = _fingerprint_around(type, payload)
-        values.append("(%s::text, %s::jsonb, %s::integer, %s::text, %s::text)")
-        params += [
-            key,
-            json.dumps(payload),
-            event_type.schema_version,
-            (before + b'"' + stream_prefix.encode()).decode(),
-            (b'"' + after).decode(),
-        ]
-    table = connection.ops.quote_name(Event._meta.db_table)
-    sql = (
-        f"INSERT INTO {table} ({', '.join(_COPY_COLUMNS)}) "  # noqa: S608 - model names
-        "SELECT %s::text || src.id, src.version, %s, p.schema_version, p.payload, %s, "
-        "encode(sha256(convert_to(p.before || src.id || p.after, 'UTF8')), 'hex'), %s "
-        f"FROM {source} AS src "
-        f"JOIN (VALUES {', '.join(values)}) AS p(key, payload, schema_version, before, after) "
-        "ON p.key = src.key"
-    )
-    return sql, [stream_prefix, type, actor, timezone.now(), *params]
 
 
 # --- Accounts ---------------------------------------------------------------------------------
@@ -450,21 +329,16 @@ def entry_post(
         **payload,
         "postings": [[leg.account.code, leg.amount, leg.account.currency] for leg in legs],
     }
-    event = _event_new(
-        stream=stream,
-        type=event_type,
-        payload=full_payload,
-        actor=actor,
-        expected_version=expected_version,
-        idempotency_key=idempotency_key,
-        key_checked=key_checked,
-    )
-    if event.replayed:
-        return Entry.objects.get(event=event)
+    if idempotency_key is not None and not key_checked:
+        original = _replayed(stream, event_type, full_payload, idempotency_key)
+        if original is not None:
+            return Entry.objects.get(event=original)
+    new = NewEvent(stream, event_type, full_payload, actor, expected_version, idempotency_key)
     if not _debits_derived(legs):
-        return _entry_post_at_once(kind=kind, legs=legs, event=event)
-    _insert(event)
-    entry = writes.entry_insert(event=event, kind=kind, legs=legs)
+        return _entry_post_at_once(kind=kind, legs=legs, new=new)
+    at = timezone.now()
+    (appended,) = events_append_bulk([new], recorded_at=at)
+    entry = writes.entry_insert(event=_event_of(new, appended, at), kind=kind, legs=legs)
     _move_balances(legs)
     return entry
 
@@ -478,22 +352,34 @@ def _debits_derived(legs: Sequence[Leg]) -> bool:
     )
 
 
-def _entry_post_at_once(*, kind: str, legs: Sequence[Leg], event: Event) -> Entry:
-    """PostgreSQL: the event, the entry, its postings and the balance moves as one statement
-    (`writes.entry_post_at_once`), in the order the separate statements take: the event, the
-    entry and postings, then the balances in id order. A floor the statement finds crossed
-    leaves the transaction to roll back, as `_move_balances` does."""
+def _entry_post_at_once(*, kind: str, legs: Sequence[Leg], new: NewEvent) -> Entry:
+    """The event (through the log's `ledger_append`), the entry, its postings and the balance
+    moves as one statement (`writes.entry_post_at_once`), in the order the separate statements
+    take: the event, the entry and postings, then the balances in id order. A floor the
+    statement finds crossed leaves the transaction to roll back, as `_move_balances` does."""
+    schema_version = registry.validate(new.type, new.payload).schema_version
     moves = [(account, delta) for account, delta in _deltas(legs) if account.projected]
+    at = timezone.now()
     try:
-        entry, moved = writes.entry_post_at_once(
-            event=event, kind=kind, legs=legs, moves=[(a.id, d) for a, d in moves]
+        appended, entry_id, moved = writes.entry_post_at_once(
+            new=new,
+            schema_version=schema_version,
+            payload_json=json.dumps(new.payload),
+            recorded_at=at,
+            kind=kind,
+            legs=legs,
+            moves=[(a.id, d) for a, d in moves],
         )
     except IntegrityError as exc:
-        event_write_refused(exc, event)
+        event_write_refused(exc, [new])
     if moved < len(moves):
         transaction.set_rollback(True)
         account, delta = moves[moved]
         raise InsufficientFunds(f"account {account.code} cannot go below zero (needs {-delta})")
+    entry = Entry(event=_event_of(new, Appended(*appended), at), kind=kind, created_at=at)
+    entry.pk = entry_id
+    entry._state.adding = False
+    entry._state.db = connection.alias
     return entry
 
 

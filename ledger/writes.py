@@ -8,6 +8,8 @@ default) stores exactly what the ORM would, and the models come back through `fr
 """
 
 from collections.abc import Sequence
+from datetime import datetime
+from functools import cache
 from typing import TYPE_CHECKING
 
 from django.db import connection
@@ -15,13 +17,8 @@ from django.db import connection
 from ledger.models import Account, Entry, Event
 
 if TYPE_CHECKING:
-    from ledger.services import Leg
+    from ledger.services import Leg, NewEvent
 
-_EVENT_COLUMNS = (
-    "stream, type, schema_version, payload, actor, idempotency_key, fingerprint, recorded_at, "
-    "version"
-)
-_EVENT_SELECT = f"INSERT INTO ledger_event ({_EVENT_COLUMNS}) SELECT %s, %s, %s, %s, %s, %s, %s, %s"
 _ENTRY_INSERT = (
     "INSERT INTO ledger_entry (event_id, kind, created_at) VALUES (%s, %s, %s) RETURNING id"
 )
@@ -43,54 +40,56 @@ def _saved(instance, pk: int) -> None:
     instance._state.db = connection.alias
 
 
-def _event_values(event: Event) -> list:
-    ops = connection.ops
-    return [
-        event.stream,
-        event.type,
-        event.schema_version,
-        ops.adapt_json_value(event.payload, None),
-        event.actor,
-        event.idempotency_key,
-        event.fingerprint,
-        ops.adapt_datetimefield_value(event.recorded_at),
-    ]
+# The log's one door (ledger/sql/append.sql): arrays, one element per event. Up to
+# _ELEMENTS_FROM events each array is written out element by element (`ARRAY[%s, %s]`, one text
+# per count, built once): psycopg dumps plain values far cheaper than lists, and most calls
+# write one or two events. From then on each array is one parameter.
+_ELEMENTS_FROM = 9
+_APPEND = (
+    "SELECT id, version, fingerprint FROM ledger_append(%s::text[], %s::text[], %s::int[], "
+    "%s::text[]::jsonb[], %s::text[], %s::int[], %s::text[], %s)"
+)
 
 
-def _event_insert_sql(event: Event) -> tuple[str, list]:
-    """The INSERT of `event` (no RETURNING) and its parameters: at its version, or with none
-    at its stream's end, the version read in the same statement (a concurrent append to the
-    stream collides on the unique version, as it would after a separate read)."""
-    values = _event_values(event)
-    if event.version is None:
-        sql = f"{_EVENT_SELECT}, COALESCE(MAX(version), 0) + 1 FROM ledger_event WHERE stream = %s"
-        return sql, [*values, event.stream]
-    return f"{_EVENT_SELECT}, %s", [*values, event.version]
-
-
-def event_insert(event: Event) -> None:
-    """INSERT `event` and set its id and version. PostgreSQL's trigger stamps the txid, as for
-    the ORM."""
-    sql, params = _event_insert_sql(event)
-    with connection.cursor() as cursor:
-        cursor.execute(sql + " RETURNING id, version", params)
-        event_id, event.version = cursor.fetchone()
-        _saved(event, event_id)
-
-
-def event_insert_after_sql(event: Event, source: str, name: str) -> tuple[str, dict]:
-    """PostgreSQL: an `INSERT` of `event` (its version set) that writes it once per row of
-    `source`, a CTE of the caller's statement that returns one row when the change the event
-    records was made, none when it was not; and its parameters, named `<name>_<n>` to fit the
-    caller's. Reading `source` also orders the insert after that change."""
-    values = [*_event_values(event), event.version]
-    names = [f"{name}_{i}" for i in range(len(values))]
-    placeholders = ", ".join(f"%({n})s" for n in names)
-    sql = (
-        f"INSERT INTO ledger_event ({_EVENT_COLUMNS}) "  # noqa: S608 - column names are ours
-        f"SELECT {placeholders} FROM {source} RETURNING id"
+@cache
+def _append_elements(count: int) -> str:
+    one = "ARRAY[" + ", ".join(["%s"] * count) + "]"
+    return (
+        f"SELECT id, version, fingerprint FROM ledger_append({one}::text[], {one}::text[], "  # noqa: S608 - placeholders only
+        f"{one}::int[], {one}::jsonb[], {one}::text[], {one}::int[], {one}::text[], %s)"
     )
-    return sql, dict(zip(names, values, strict=True))
+
+
+def events_append(
+    streams: list, types: list, schemas: list, payloads: list, actors: list, expected: list,
+    keys: list, recorded_at: datetime,
+) -> list[tuple[int, int, str]]:  # fmt: skip
+    """Call `ledger_append` (payloads as JSON text): each event's id, version and fingerprint."""
+    columns = (streams, types, schemas, payloads, actors, expected, keys)
+    count = len(streams)
+    if count < _ELEMENTS_FROM:
+        sql, params = _append_elements(count), [v for column in columns for v in column]
+    else:
+        sql, params = _APPEND, list(columns)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, recorded_at])
+        return cursor.fetchall()
+
+
+# The event written under a key, and whether a request's (stream, type, payload) has its
+# fingerprint, by the log's one rule.
+_BY_KEY = (
+    "SELECT id, fingerprint = ledger_fingerprint(%s, %s, %s::jsonb) "
+    "FROM ledger_event WHERE idempotency_key = %s"
+)
+
+
+def event_by_key(key: str, stream: str, type: str, payload_json: str) -> tuple[int, bool] | None:
+    """The id of the event written under `key` and whether the request (stream, type, payload)
+    is the same one; None when the key is unused."""
+    with connection.cursor() as cursor:
+        cursor.execute(_BY_KEY, [stream, type, payload_json, key])
+        return cursor.fetchone()
 
 
 def event_id_by_key(idempotency_key: str) -> int | None:
@@ -146,32 +145,40 @@ _MOVE_PART = (
     "{name} AS (UPDATE ledger_account SET balance = balance + %s WHERE id = %s "
     "AND (allow_negative OR balance >= %s) AND EXISTS (SELECT 1 FROM {before}) RETURNING id)"
 )
-
+_EVENT_PART = (
+    "WITH ev AS MATERIALIZED (SELECT * FROM ledger_append(ARRAY[%s]::text[], ARRAY[%s]::text[], "
+    "ARRAY[%s]::int[], ARRAY[%s::jsonb], ARRAY[%s]::text[], ARRAY[%s]::int[], "
+    "ARRAY[%s]::text[], %s))"
+)
 _COUNT_PART = "(SELECT count(*) FROM {name})"
-_RESULT_PART = " SELECT ev.id, ev.version, en.id, {counted} FROM ev, en"
+_RESULT_PART = " SELECT ev.id, ev.version, ev.fingerprint, en.id, {counted} FROM ev, en"
 
 
 def entry_post_at_once(
-    *, event: Event, kind: str, legs: "Sequence[Leg]", moves: Sequence[tuple[int, int]]
-) -> tuple[Entry, int]:
-    """PostgreSQL: INSERT `event`, its entry and postings, and apply `moves` ((account id,
-    delta) of projected balances, in id order) in one statement. Each move reads the one before
-    it, so they run, and lock their rows, in that order; a move whose floor would be crossed
-    stops the ones after it. Returns the entry (its event saved and versioned) and how many
-    moves were applied: fewer than `moves` means a floor was crossed, and the caller must roll
-    the transaction back."""
-    head, params = _event_insert_sql(event)
-    entry = Entry(event=event, kind=kind, created_at=event.recorded_at)
-    params += [kind, connection.ops.adapt_datetimefield_value(entry.created_at)]
+    *,
+    new: "NewEvent",
+    schema_version: int,
+    payload_json: str,
+    recorded_at: datetime,
+    kind: str,
+    legs: "Sequence[Leg]",
+    moves: Sequence[tuple[int, int]],
+) -> tuple[tuple[int, int, str], int, int]:
+    """Append `new` through the log's door (`ledger_append`, called by the same statement),
+    INSERT its entry and postings, and apply `moves` ((account id, delta) of projected
+    balances, in id order) in one statement. Each move reads the one before it, so they run,
+    and lock their rows, in that order; a move whose floor would be crossed stops the ones
+    after it. Returns the event's (id, version, fingerprint), the entry's id, and how many moves
+    were applied: fewer than `moves` means a floor was crossed, and the caller must roll the
+    transaction back."""
+    event = [new.stream, new.type, schema_version, payload_json, new.actor]
+    params: list = [*event, new.expected_version, new.idempotency_key, recorded_at]
+    params += [kind, recorded_at]
     for leg in legs:
         params += [leg.account.pk, leg.amount, leg.account.currency]
     # Only placeholders and fixed names are formatted into the text; every value is a parameter.
     rows = ", ".join(["(%s::bigint, %s::bigint, %s::varchar)"] * len(legs))
-    parts = [
-        f"WITH ev AS ({head} RETURNING id, version)",
-        _ENTRY_PART,
-        _POSTINGS_PART.format(rows=rows),
-    ]
+    parts = [_EVENT_PART, _ENTRY_PART, _POSTINGS_PART.format(rows=rows)]
     before = "en"
     for i, (account_id, delta) in enumerate(moves):
         parts.append(_MOVE_PART.format(name=f"m{i}", before=before))
@@ -181,10 +188,8 @@ def entry_post_at_once(
     sql = ", ".join(parts) + _RESULT_PART.format(counted=counted)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        event_id, event.version, entry_id, moved = cursor.fetchone()
-    _saved(event, event_id)
-    _saved(entry, entry_id)
-    return entry, moved
+        event_id, version, fingerprint, entry_id, moved = cursor.fetchone()
+    return (event_id, version, fingerprint), entry_id, moved
 
 
 def balance_add(account_id: int, delta: int) -> bool:

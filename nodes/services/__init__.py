@@ -16,7 +16,6 @@ from nodes.services.quarantine import (
 from nodes.services.reliability import (
     Outcome,
     node_record_outcome,
-    node_success_sql,
     nodes_reliability_decay,
 )
 
@@ -33,7 +32,6 @@ __all__ = [
     "node_record_outcome",
     "node_register",
     "node_retire",
-    "node_success_sql",
     "node_update",
     "nodes_reap",
     "nodes_reliability_decay",

@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import connection
 
-from ledger.errors import VersionConflict
-from ledger.services import NewEvent, events_append_bulk, events_insert_sql
+from core.sql import statement
+from ledger.services import NewEvent, events_append_bulk
 from nodes.models import Node
 
 
@@ -50,6 +50,13 @@ def cas_update(
     return row[0] if row else None
 
 
+# The reaper's passes, by (deadline, unless_past): nodes/sql/reap_*.sql.
+_PASSES = {
+    ("offline_after", None): "reap_offline",
+    ("degraded_after", "offline_after"): "reap_degraded",
+}
+
+
 def transition_due_logged(
     *,
     from_states: Sequence[str],
@@ -62,68 +69,40 @@ def transition_due_logged(
     unless_past: str | None = None,
 ) -> list[int]:
     """Move the nodes in `from_states` whose `deadline` column has passed to `to_state`, with
-    their events, in one statement, for at most `limit` nodes.
+    their events, for at most `limit` nodes.
     Nodes also past the `unless_past` deadline are left alone (the degraded pass leaves a node
     that is due to go offline to the offline pass, even one that pass skipped as locked).
 
-    Picks and locks the due rows (`FOR UPDATE SKIP LOCKED`: a row another transaction holds — a
-    heartbeat, a second reaper — is left to it; a row changed since the statement began is read
-    again and must still be due), moves them, bumps each one's `event_version`, and appends its
-    NodeStateChanged event at that version with the payload {"from": <the state it was locked
-    in>, "to": to_state, "reason": reason}; nothing of it passes through Python. The UPDATE finds
-    its rows by primary key (`= ANY(ARRAY(…))`), not by joining the table: a join would scan the
-    whole table once per batch. Returns the ids of the nodes that moved.
+    One statement (nodes/sql/reap_offline.sql or reap_degraded.sql, which say what they lock)
+    moves the due nodes and bumps each one's `event_version`; then one `events_append_bulk`
+    call appends each node's NodeStateChanged at that version, with the payload
+    {"from": <the state it was locked in>, "to": to_state, "reason": reason}. Runs in the
+    caller's transaction. Returns the ids of the nodes that moved.
     """
-    table = connection.ops.quote_name(Node._meta.db_table)
-    id_, state, version = _column("id"), _column("state"), _column("event_version")
-    insert, insert_params = events_insert_sql(
-        source="moved_from",
-        type="NodeStateChanged",
-        payloads={s: {"from": s, "to": to_state, "reason": reason} for s in from_states},
-        stream_prefix="node:",
-        actor=actor,
-    )
+    name = _PASSES.get((deadline, unless_past))
+    if name is None:
+        raise ValueError(f"no reaper pass for {deadline} unless past {unless_past}")
     stamp = _prepared("state_changed_at", now)
-    live = ", ".join(["%s"] * len(from_states))
-    spare = f"AND {_column(unless_past)} >= %s " if unless_past else ""
-    sql = (
-        f"WITH due AS (SELECT {id_} AS id, {state} AS state FROM {table} "  # noqa: S608
-        f"WHERE {state} IN ({live}) AND {_column(deadline)} < %s {spare}"
-        "LIMIT %s FOR UPDATE SKIP LOCKED), "
-        f"moved AS (UPDATE {table} SET {state} = %s, "
-        f"{_column('state_changed_at')} = %s, {version} = {version} + 1 "
-        f"WHERE {id_} = ANY(ARRAY(SELECT id FROM due)) AND {state} IN ({live}) "
-        f"RETURNING {id_} AS id, {version} AS version), "
-        "moved_from AS (SELECT moved.id, moved.version, due.state AS key "
-        "FROM moved JOIN due ON due.id = moved.id), "
-        f"appended AS ({insert}) "
-        "SELECT id FROM moved"
+    params = {"live": list(from_states), "now": stamp, "limit": limit, "to": to_state}
+    with connection.cursor() as cursor:
+        cursor.execute(statement("nodes", name), params)
+        moved = cursor.fetchall()
+    payloads = {s: {"from": s, "to": to_state, "reason": reason} for s in from_states}
+    events_append_bulk(
+        [
+            NewEvent(f"node:{node_id}", "NodeStateChanged", payloads[state], actor, version - 1)
+            for node_id, version, state in moved
+        ],
+        recorded_at=now,
     )
-    params = [*from_states, stamp, *([stamp] if unless_past else []), limit, to_state, stamp,
-              *from_states, *insert_params]  # fmt: skip
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            return [row[0] for row in cursor.fetchall()]
-    except IntegrityError:
-        transaction.set_rollback(True)
-        raise VersionConflict("a node stream moved while its transition was written") from None
+    return [row[0] for row in moved]
 
 
 def append_node_events(
     *, node_id: int, version: int, events: Sequence[tuple[str, dict[str, Any]]], actor: str
 ) -> None:
     """Append `events` to node:<id>, the last one at `version` (what cas_update returned)."""
-    first = version - len(events) + 1
+    expected = version - len(events)
     events_append_bulk(
-        [
-            NewEvent(
-                stream=f"node:{node_id}",
-                version=first + i,
-                type=type_,
-                payload=payload,
-                actor=actor,
-            )
-            for i, (type_, payload) in enumerate(events)
-        ]
+        [NewEvent(f"node:{node_id}", type_, payload, actor, expected) for type_, payload in events]
     )

@@ -8,7 +8,6 @@ as what it did this week, and a node that stops working drifts back to "unknown"
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -117,19 +116,12 @@ _SUCCESS_SQL = (
 )
 
 
-def node_success_sql(*, node_id: int, now: datetime) -> tuple[str, dict[str, Any]]:
-    """PostgreSQL: a success's reliability update as a statement (named parameters) for a
-    caller that makes it part of a statement of its own; `node_record_outcome(success=True)`
-    runs the same."""
-    params = {"now": now, "half": half_life_s(), "pa": PRIOR_ALPHA, "pb": PRIOR_BETA, "id": node_id}
-    return _SUCCESS_SQL, params
-
-
 def _record_success(node_id: int, now: datetime) -> Outcome | None:
     """A success moves only the posterior and ends the failure streak. Every completed task
     pays this: one UPDATE that decays and counts in SQL. None when the node has no row."""
+    params = {"now": now, "half": half_life_s(), "pa": PRIOR_ALPHA, "pb": PRIOR_BETA, "id": node_id}
     with connection.cursor() as cursor:
-        cursor.execute(*node_success_sql(node_id=node_id, now=now))
+        cursor.execute(_SUCCESS_SQL, params)
         row = cursor.fetchone()
     return Outcome(row[0], row[1], False) if row else None
 

@@ -326,8 +326,8 @@ def test_the_detail_and_timeline_come_from_the_tables_and_the_log(leased, submit
 
 def test_a_completion_that_loses_its_compare_and_set_changes_nothing(leased, monkeypatch):
     # The lease ends between the fenced read and the write (a reaper got there first): the
-    # write, one statement on PostgreSQL with the node's reliability in it, must leave
-    # everything as it was, that reliability included.
+    # completion's transaction (the node's reliability first, then the attempt and its task)
+    # must leave everything as it was, that reliability included.
     from jobs import attempts
     from jobs.errors import StaleLease
     from nodes.models import Node
@@ -352,4 +352,31 @@ def test_a_completion_that_loses_its_compare_and_set_changes_nothing(leased, mon
         )
     assert Node.objects.values_list("rel_alpha", "reliability_at").get(pk=node.pk) == before
     assert Event.objects.count() == events
+    assert Task.objects.get().state == "leased"
+
+
+def test_a_completion_whose_event_meets_a_taken_version_changes_nothing(leased):
+    # AttemptSucceeded goes through the ledger's door at the task's version as read before the
+    # compare-and-set: a version someone else took rolls the whole completion back, the node's
+    # reliability, the attempt and the task with it.
+    from jobs import attempts
+    from ledger.errors import VersionConflict
+    from nodes.models import Node
+    from tests.ledger.helpers import append
+
+    _, node, _, lease = leased
+    task = Task.objects.get()
+    append(f"task:{task.pk}", memo="in the way", expected_version=task.version)
+    before = Node.objects.values_list("rel_alpha", "reliability_at").get(pk=node.pk)
+    events = Event.objects.count()
+    with pytest.raises(VersionConflict):
+        attempts.attempt_complete(
+            attempt_id=lease["attempt_id"],
+            token=lease["lease_token"],
+            node_id=node.pk,
+            exit_code=0,
+        )
+    assert Node.objects.values_list("rel_alpha", "reliability_at").get(pk=node.pk) == before
+    assert Event.objects.count() == events
+    assert Attempt.objects.get().state == "leased"
     assert Task.objects.get().state == "leased"

@@ -6,7 +6,9 @@ from django.db import connection
 from django.utils import timezone
 
 from agent.spec import verify_spec
+from jobs.claim import task_claim
 from jobs.models import Attempt, Task
+from jobs.node_profile import profile_for
 from nodes.signing import hub_public_key_b64
 from tests.jobs.conftest import claim, gpu, job_body, online_node
 from tests.nodes.conftest import BASE
@@ -142,9 +144,9 @@ def test_the_better_gpu_wins_a_tie(submitter, bob, transactional_db, redis_wakeu
 
 
 @pytest.mark.postgres
-def test_the_one_statement_claim_writes_the_events_the_python_path_would(submitter, bob):
+def test_a_claim_writes_its_events_through_the_ledgers_door(submitter, bob):
     from ledger.models import Event
-    from ledger.services import _fingerprint
+    from tests.ledger.helpers import fingerprint
 
     job_id = submit(submitter, slices=2)
     node, agent = online_node(bob)
@@ -161,7 +163,7 @@ def test_the_one_statement_claim_writes_the_events_the_python_path_would(submitt
         2,
     )
     for event in [*task_events, started]:
-        assert event.fingerprint == _fingerprint(event.stream, event.type, event.payload)
+        assert event.fingerprint == fingerprint(event.stream, event.type, event.payload)
     attempt = Attempt.objects.get(pk=first["attempt_id"])
     task = Task.objects.get(pk=attempt.task_id)
     claimed = task_events[0]
@@ -179,6 +181,29 @@ def test_the_one_statement_claim_writes_the_events_the_python_path_would(submitt
     }
     assert (task.state, task.attempts, task.current_attempt_id) == ("leased", 1, attempt.pk)
     assert started.id > claimed.id  # the log reads in the order the claim happened
+
+
+@pytest.mark.postgres
+def test_a_claim_and_its_events_commit_together(submitter, bob):
+    # The claim's statement and its events are one transaction: an append the log refuses (the
+    # task's stream moved past the version the claim read) leaves no attempt, no leased task
+    # and no started job behind.
+    from jobs.models import Job
+    from ledger.errors import VersionConflict
+    from ledger.models import Event
+    from tests.ledger.helpers import append
+
+    job_id = submit(submitter, slices=1)
+    task = Task.objects.get(job_id=job_id)
+    append(f"task:{task.pk}", memo="in the way", expected_version=task.version)
+    node, _ = online_node(bob)
+    events = Event.objects.count()
+    with pytest.raises(VersionConflict):
+        task_claim(profile=profile_for(node))
+    assert not Attempt.objects.exists()
+    assert Task.objects.get(pk=task.pk).state == "queued"
+    assert Job.objects.get(pk=job_id).state == "queued"
+    assert Event.objects.count() == events
 
 
 @pytest.mark.postgres
@@ -325,3 +350,26 @@ def test_it_accepts_a_claim_without_a_wait_or_with_none_to_speak_of(submitter, b
     response = agent.post("/api/v1/agent/claim", body, format="json")
     assert response.status_code == 200, response.content[:300]
     assert response.json()["attempt_id"] == Attempt.objects.get().pk
+
+
+@pytest.mark.postgres
+def test_a_claimed_attempt_is_the_row_the_orm_would_write(submitter, bob):
+    # The claim's statement (jobs/sql/claim_*.sql) writes the attempt's columns by name: every
+    # column it does not set from the claim holds the model's default, as save() stores it.
+    from jobs.models import Attempt as Model
+
+    submit(submitter)
+    node, agent = online_node(bob)
+    lease = claim(agent).json()
+    attempt = Model.objects.get(pk=lease["attempt_id"])
+    fresh = Model()
+    set_by_claim = {"id", "task", "node", "number", "lease_token", "leased_at",
+                    "lease_expires_at", "price_per_s"}  # fmt: skip
+    for field in Model._meta.concrete_fields:
+        if field.name not in set_by_claim:
+            assert getattr(attempt, field.attname) == getattr(fresh, field.attname), field.name
+    assert (attempt.node_id, attempt.number, attempt.lease_token) == (
+        node.pk,
+        1,
+        lease["lease_token"],
+    )

@@ -12,8 +12,9 @@ from django.utils import timezone
 from hypothesis import given
 from hypothesis import strategies as st
 
+from core.sql import statement
 from jobs import claim as claim_module
-from jobs.claim import _BUCKETED_PICK, _CLAIM_SQL, bucketed_params, claim_statement, task_claim
+from jobs.claim import BUCKETED_CLAIM, QUEUE_CLAIM, bucketed_params, claim_statement, task_claim
 from jobs.models import Task
 from jobs.node_profile import NodeProfile, profile_for
 from jobs.size_class import BUCKETED_MAX, GPU_FLAG, node_size_classes, task_size_class
@@ -97,10 +98,14 @@ def _small(node_id: int, cores: int, ram_mb: int, trusted: bool, gpu: bool = Fal
     )
 
 
-def _pick(sql: str, params: dict) -> int | None:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
+def _pick(name: str, params: dict) -> int | None:
+    """The task the claim statement `name` takes with `params`, the claim rolled back."""
+    lease = {"lease_token": "t", "lease_expires_at": params["now"]}
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(statement("jobs", name), params | lease)
+            row = cursor.fetchone()
+        transaction.set_rollback(True)
     return row[0] if row else None
 
 
@@ -227,10 +232,10 @@ def test_a_small_nodes_pick_is_the_queues_own_order(alice):
         )
         assert profile.size_classes is not None
         params = bucketed_params(profile, now)
-        expected = _pick(_CLAIM_SQL, params)
-        assert _pick(_BUCKETED_PICK, params) == expected
+        expected = _pick(QUEUE_CLAIM, params)
+        assert _pick(BUCKETED_CLAIM, params) == expected
         found += expected is not None
-        head = _pick(_CLAIM_SQL, params | {"cores": 1024, "ram": 1 << 30})
+        head = _pick(QUEUE_CLAIM, params | {"cores": 1024, "ram": 1 << 30})
         passed_over += expected is not None and head != expected
     # The comparison meant something: most nodes found work, and most of those had to pass
     # over bigger work ahead of it.
@@ -269,7 +274,8 @@ def test_the_bucketed_pick_reads_the_class_index(alice):
         profile = _small(node_id=1, cores=2, ram_mb=2048, trusted=False)
         params = bucketed_params(profile, timezone.now())
         cursor.execute("SET LOCAL enable_seqscan = off")  # a six-row table: force the choice
-        cursor.execute("EXPLAIN " + _BUCKETED_PICK, params)
+        lease = {"lease_token": "t", "lease_expires_at": timezone.now()}
+        cursor.execute("EXPLAIN " + statement("jobs", BUCKETED_CLAIM), params | lease)
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "task_claim_bucket" in plan
 

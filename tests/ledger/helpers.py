@@ -1,5 +1,6 @@
 """Small builders for ledger tests."""
 
+import json
 import threading
 
 from django.db import connection, transaction
@@ -26,6 +27,15 @@ def funded(code: str, amount: int) -> Account:
     transfer(source=source, destination=account, amount=amount, actor="test", kind="topup")
     account.refresh_from_db()
     return account
+
+
+def fingerprint(stream: str, type: str, payload: dict) -> str:
+    """The log's fingerprint of a request, by its one rule (the `ledger_fingerprint` function)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT ledger_fingerprint(%s, %s, %s::jsonb)", [stream, type, json.dumps(payload)]
+        )
+        return cursor.fetchone()[0]
 
 
 def append(stream: str, memo: str = "x", **kwargs):

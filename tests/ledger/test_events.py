@@ -1,18 +1,11 @@
 import pytest
 from django.db import transaction
 
-from ledger.canonical import canonical_json, sha256_hex
 from ledger.errors import IdempotencyConflict, ImmutableRecord, InvalidEvent, VersionConflict
 from ledger.models import Event
-from ledger.services import (
-    NewEvent,
-    _fingerprint,
-    _fingerprint_around,
-    event_append,
-    events_append_bulk,
-    events_insert_sql,
-)
-from tests.ledger.helpers import append
+from ledger.registry import register
+from ledger.services import NewEvent, event_append, events_append_bulk
+from tests.ledger.helpers import append, fingerprint
 
 pytestmark = pytest.mark.django_db
 
@@ -120,27 +113,86 @@ def test_the_model_refuses_updates_and_deletes():
         ("job:1", {"z": {"b": 1, "a": [1.5, None, True]}, "a": ""}),
     ],
 )
-def test_a_fingerprint_is_the_same_taken_whole_or_around_the_stream(stream, payload):
-    before, after = _fingerprint_around("T", payload)
-    assert sha256_hex(before + canonical_json(stream) + after) == _fingerprint(stream, "T", payload)
+def test_an_appended_event_carries_the_logs_fingerprint_of_its_request(stream, payload):
+    register("TestAnything", properties={}, additional=True)
+    with transaction.atomic():
+        event = event_append(stream=stream, type="TestAnything", payload=payload, actor="t")
+    stored = Event.objects.get(pk=event.pk)
+    assert stored.fingerprint == event.fingerprint == fingerprint(stream, "TestAnything", payload)
+    assert stored.payload == payload and stored.txid is not None
+    # Stream, type and payload each count.
+    others = {
+        fingerprint(stream + "x", "TestAnything", payload),
+        fingerprint(stream, "TestAnythingx", payload),
+        fingerprint(stream, "TestAnything", {**payload, "extra": 1}),
+    }
+    assert event.fingerprint not in others and len(others) == 3
+
+
+def test_a_replayed_key_is_told_from_a_reuse_by_stream_and_payload():
+    append("job:1", memo="same", idempotency_key="k-1")
+    with pytest.raises(IdempotencyConflict, match="different request"):
+        append("job:2", memo="same", idempotency_key="k-1")
+    assert Event.objects.count() == 1
 
 
 def test_bulk_events_carry_the_fingerprint_of_their_stream_type_and_payload():
     payload = {"from": "online", "to": "offline", "reason": "missed_heartbeats"}
-    for count in (3, 600):  # 600: through COPY on PostgreSQL
+    for count in (3, 600):
         streams = [f"node:{count}-{i}" for i in range(count)]
         with transaction.atomic():
-            events_append_bulk(
-                [NewEvent(s, 1, "NodeStateChanged", payload, "test") for s in streams]
+            appended = events_append_bulk(
+                [NewEvent(s, "NodeStateChanged", payload, "test", 0) for s in streams]
             )
-        rows = Event.objects.filter(stream__in=streams).values_list("stream", "fingerprint")
+        assert [a.version for a in appended] == [1] * count
+        rows = dict(Event.objects.filter(stream__in=streams).values_list("stream", "fingerprint"))
         assert len(rows) == count
-        for stream, fingerprint in rows:
-            assert fingerprint == _fingerprint(stream, "NodeStateChanged", payload)
+        assert [a.fingerprint for a in appended] == [rows[s] for s in streams]
+        for stream in streams[:5]:
+            assert rows[stream] == fingerprint(stream, "NodeStateChanged", payload)
 
 
-def test_the_sql_append_refuses_a_stream_prefix_that_json_would_escape():
-    with pytest.raises(ValueError, match="escaping"):
-        events_insert_sql(
-            source="moved", type="NodeStateChanged", payloads={}, stream_prefix='no"de:', actor="t"
+def _noted(stream, memo="x", expected=None, key=None):
+    return NewEvent(stream, "TestNoted", {"memo": memo}, "test", expected, key)
+
+
+def test_the_door_numbers_several_events_of_a_stream_in_one_call():
+    append("job:1")
+    with transaction.atomic():
+        appended = events_append_bulk(
+            [
+                _noted("job:1"),
+                _noted("job:2"),
+                _noted("job:1"),
+                _noted("job:3", expected=0),
+                _noted("job:3", expected=0),
+                _noted("job:2"),
+            ]
         )
+    assert [a.version for a in appended] == [2, 1, 3, 1, 2, 2]
+    assert appended == sorted(appended, key=lambda a: a.id)
+    versions = Event.objects.order_by("id").values_list("stream", "version", "payload")
+    assert [v[:2] for v in versions] == [
+        ("job:1", 1), ("job:1", 2), ("job:2", 1), ("job:1", 3), ("job:3", 1), ("job:3", 2),
+        ("job:2", 2),
+    ]  # fmt: skip
+
+
+def test_a_stale_expected_version_fails_the_whole_call():
+    append("job:1")
+    with pytest.raises(VersionConflict, match="batch"), transaction.atomic():
+        events_append_bulk([_noted("job:2", expected=0), _noted("job:1", expected=0)])
+    assert Event.objects.count() == 1
+
+
+def test_a_key_taken_fails_the_whole_call_as_an_idempotency_conflict():
+    append("topup:k-9", idempotency_key="k-9", expected_version=0)
+    with pytest.raises(IdempotencyConflict, match="concurrent"), transaction.atomic():
+        events_append_bulk([_noted("job:2"), _noted("other", key="k-9")])
+    assert Event.objects.count() == 1
+
+
+def test_a_bulk_call_must_be_inside_a_transaction_and_validates_every_payload():
+    with pytest.raises(InvalidEvent), transaction.atomic():
+        events_append_bulk([_noted("job:1"), NewEvent("job:1", "TestNoted", {}, "t")])
+    assert Event.objects.count() == 0

@@ -10,13 +10,13 @@ from django.db import transaction
 
 from ledger import registry
 from ledger.models import Event
-from ledger.services import _fingerprint
 from ledger.verify import verify_ledger
 from nodes import hooks
 from nodes.models import Node, NodeState
 from nodes.services import Rule, liveness, node_quarantine, nodes_reap
 from nodes.tasks import reap
 from tests.conftest import client_with_key
+from tests.ledger.helpers import fingerprint
 from tests.nodes.conftest import Statements, beat, node_events, register_node
 
 pytestmark = pytest.mark.django_db
@@ -146,7 +146,7 @@ def test_its_events_carry_the_fingerprint_of_an_appended_event_and_verify(online
     events = Event.objects.filter(actor="system:reaper")
     assert events.count() == 6
     for event in events:
-        assert event.fingerprint == _fingerprint(event.stream, event.type, event.payload)
+        assert event.fingerprint == fingerprint(event.stream, event.type, event.payload)
         assert event.schema_version == registry.get(event.type).schema_version
         assert event.txid is not None
     assert verify_ledger().problems == []

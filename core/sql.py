@@ -1,0 +1,23 @@
+"""Static SQL with a home: each app keeps its statements that are not plain ORM as named files,
+`<app>/sql/<name>.sql`, each opening with a comment on what it guarantees (what it locks, in
+which order, what fences it). `statement(app, name)` reads one once per process and hands back
+its text.
+
+The text sent is the file's without its comment lines (`--` at a line's start) and with every
+run of whitespace made one space: a statement's text must stay within what psycopg caches
+(4096 characters) however it is laid out and commented. So a statement file holds no string
+literal whose whitespace matters, and no comment after code on a line.
+"""
+
+from functools import cache
+from pathlib import Path
+
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+@cache
+def statement(app: str, name: str) -> str:
+    """The text of `<app>/sql/<name>.sql`, read once."""
+    text = (_ROOT / app / "sql" / f"{name}.sql").read_text()
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("--")]
+    return " ".join(" ".join(lines).split())

@@ -1,0 +1,50 @@
+-- The event log's one door: every event is written by ledger_append (a migration creates it
+-- from this file; ledger.services calls it through event_append / events_append_bulk).
+--
+-- Guarantees:
+-- * Versions are the ledger's: an event takes expected + nth, where expected is the version the
+--   caller last saw of its stream (its optimistic-concurrency check) or, when NULL, the stream's
+--   end (COALESCE(MAX(version), 0)); nth numbers the call's events of one stream in the order
+--   given (every event of a stream in one call shares its expected version).
+-- * Two writers at one version: the unique index event_stream_version refuses the second, and
+--   a reused idempotency key is refused by event_idempotency_key; the caller maps either to
+--   VersionConflict / IdempotencyConflict by the constraint's name. Nothing is written then.
+-- * The fingerprint has one rule, ledger_fingerprint, which the replay check also asks.
+-- * Locks: only the rows it inserts (and the unique indexes' entries). The txid trigger stamps
+--   each row as for any INSERT.
+-- PL/pgSQL, so its plan is prepared once per session.
+
+CREATE OR REPLACE FUNCTION ledger_fingerprint(p_stream text, p_type text, p_payload jsonb)
+RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT encode(sha256(convert_to(jsonb_build_array(p_stream, p_type, p_payload)::text,
+                                    'UTF8')), 'hex')
+$$;
+
+CREATE OR REPLACE FUNCTION ledger_append(
+    p_streams text[], p_types text[], p_schema_versions int[], p_payloads jsonb[],
+    p_actors text[], p_expected int[], p_keys text[], p_recorded_at timestamptz
+) RETURNS TABLE(id bigint, version int, fingerprint text) LANGUAGE plpgsql
+-- One plan for every call: with its own custom plan per call (the default, as the arrays'
+-- lengths make every custom plan look far cheaper than the generic one) PostgreSQL planned
+-- the INSERT anew each time, which cost several times the insert itself.
+SET plan_cache_mode = force_generic_plan AS $$
+#variable_conflict use_column
+BEGIN
+    -- Rows go in, and come back, in the order given (ORDER BY r.ord).
+    RETURN QUERY
+    INSERT INTO ledger_event AS e (stream, version, type, schema_version, payload, actor,
+                                   idempotency_key, fingerprint, recorded_at)
+    SELECT r.stream,
+           COALESCE(r.expected,
+                    (SELECT COALESCE(MAX(x.version), 0) FROM ledger_event x
+                      WHERE x.stream = r.stream))
+             + row_number() OVER (PARTITION BY r.stream ORDER BY r.ord),
+           r.type, r.schema_version, r.payload, r.actor, r.key,
+           ledger_fingerprint(r.stream, r.type, r.payload), p_recorded_at
+      FROM unnest(p_streams, p_types, p_schema_versions, p_payloads, p_actors, p_expected,
+                  p_keys) WITH ORDINALITY
+           AS r(stream, type, schema_version, payload, actor, expected, key, ord)
+     ORDER BY r.ord
+    RETURNING e.id, e.version::int, e.fingerprint::text;
+END
+$$;

@@ -1,0 +1,26 @@
+-- The reaper's degraded pass (nodes.services.cas.transition_due_logged): online nodes past
+-- their degraded deadline, but not yet past their offline one, are degraded, at most
+-- %(limit)s of them per transaction. A node also past its offline deadline is left to the
+-- offline pass (even one that pass skipped as locked).
+-- Locks: only nodes rows, each one it moves (FOR UPDATE SKIP LOCKED: a row another
+-- transaction holds, a heartbeat or a second reaper, is left to it; a row changed since the
+-- statement began is read again and must still be due).
+-- Fencing: compare-and-set on the state it was picked in; each move bumps event_version, the
+-- version its NodeStateChanged event then takes through the ledger's door (one
+-- events_append_bulk call, same transaction).
+-- The UPDATE finds its rows by primary key (= ANY(ARRAY(...))): a join would scan the whole
+-- table once per batch.
+-- Returns each moved node's id, new event_version and the state it left.
+WITH due AS (
+    SELECT id, state FROM nodes_node
+     WHERE state = ANY(%(live)s::varchar[]) AND degraded_after < %(now)s
+       AND offline_after >= %(now)s
+     LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+), moved AS (
+    UPDATE nodes_node SET state = %(to)s, state_changed_at = %(now)s,
+           event_version = event_version + 1
+     WHERE id = ANY(ARRAY(SELECT id FROM due)) AND state = ANY(%(live)s::varchar[])
+    RETURNING id, event_version
+)
+SELECT moved.id, moved.event_version, due.state FROM moved JOIN due ON due.id = moved.id
+ ORDER BY moved.id
