@@ -12,6 +12,8 @@ literal whose whitespace matters, and no comment after code on a line.
 from functools import cache
 from pathlib import Path
 
+from django.db import connection
+
 _ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -21,3 +23,15 @@ def statement(app: str, name: str) -> str:
     text = (_ROOT / app / "sql" / f"{name}.sql").read_text()
     lines = [line for line in text.splitlines() if not line.lstrip().startswith("--")]
     return " ".join(" ".join(lines).split())
+
+
+# A subquery that turns off the wait for the WAL's flush for the transaction of the statement
+# that holds it, and no further (`set_config(…, true)`): written into a statement that is its
+# own transaction (`commits_alone`), so that it commits without that wait.
+LAZY_COMMIT = "(SELECT set_config('synchronous_commit', 'off', true))"
+
+
+def commits_alone() -> bool:
+    """Whether a statement run now is its own transaction: never a caller's
+    (atomic, or autocommit off), whose other writes did not agree to a lazy commit."""
+    return connection.get_autocommit() and not connection.in_atomic_block

@@ -20,8 +20,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from computepool.rawsql import LAZY_COMMIT, commits_alone
-from core.sql import statement
+from core.sql import LAZY_COMMIT, commits_alone, statement
 from jobs.models import new_lease_token
 from jobs.node_profile import NodeProfile
 from ledger.services import NewEvent, events_append_bulk

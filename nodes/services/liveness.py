@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from computepool.rawsql import LAZY_COMMIT, commits_alone
+from core.sql import LAZY_COMMIT, commits_alone
 from nodes.errors import NodeStateConflict
 from nodes.hooks import heartbeat_contributions, notify_offline
 from nodes.models import LIVE_STATES, Node, NodeState
