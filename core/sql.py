@@ -9,6 +9,7 @@ run of whitespace made one space: a statement's text must stay within what psyco
 literal whose whitespace matters, and no comment after code on a line.
 """
 
+import re
 from functools import cache
 from pathlib import Path
 
@@ -17,11 +18,22 @@ from django.db import connection
 _ROOT = Path(__file__).resolve().parent.parent
 
 
+# A line `\i <name>` stands for the text of `<app>/sql/<name>.sql` (psql's include), so that a
+# part several statements share (the claim's gates) is written once.
+_INCLUDE = re.compile(r"\s*\\i\s+(\w+)\s*")
+
+
 @cache
 def statement(app: str, name: str) -> str:
-    """The text of `<app>/sql/<name>.sql`, read once."""
+    """The text of `<app>/sql/<name>.sql`, its `\\i` lines replaced by the parts they name,
+    read once."""
     text = (_ROOT / app / "sql" / f"{name}.sql").read_text()
-    lines = [line for line in text.splitlines() if not line.lstrip().startswith("--")]
+    lines = []
+    for line in text.splitlines():
+        if line.lstrip().startswith("--"):
+            continue
+        included = _INCLUDE.fullmatch(line)
+        lines.append(statement(app, included.group(1)) if included else line)
     return " ".join(" ".join(lines).split())
 
 
