@@ -9,10 +9,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
 
 from core.sql import statement
-from ledger.services import NewEvent, events_append_bulk
+from ledger.errors import VersionConflict
+from ledger.services import NewEvent, event_prepared, events_append_bulk
 from nodes.models import Node
 
 
@@ -74,28 +75,36 @@ def transition_due_logged(
     that is due to go offline to the offline pass, even one that pass skipped as locked).
 
     One statement (nodes/sql/reap_offline.sql or reap_degraded.sql, which say what they lock)
-    moves the due nodes and bumps each one's `event_version`; then one `events_append_bulk`
-    call appends each node's NodeStateChanged at that version, with the payload
-    {"from": <the state it was locked in>, "to": to_state, "reason": reason}. Runs in the
-    caller's transaction. Returns the ids of the nodes that moved.
+    moves the due nodes, bumps each one's `event_version` and appends its NodeStateChanged at
+    that version through the ledger's door (`ledger_append`, called by the statement: a batch's
+    10,000 events never travel through Python), with the payload {"from": <the state it was
+    locked in>, "to": to_state, "reason": reason}. Runs in the caller's transaction. Returns the
+    ids of the nodes that moved.
     """
     name = _PASSES.get((deadline, unless_past))
     if name is None:
         raise ValueError(f"no reaper pass for {deadline} unless past {unless_past}")
-    stamp = _prepared("state_changed_at", now)
-    params = {"live": list(from_states), "now": stamp, "limit": limit, "to": to_state}
-    with connection.cursor() as cursor:
-        cursor.execute(statement("nodes", name), params)
-        moved = cursor.fetchall()
-    payloads = {s: {"from": s, "to": to_state, "reason": reason} for s in from_states}
-    events_append_bulk(
-        [
-            NewEvent(f"node:{node_id}", "NodeStateChanged", payloads[state], actor, version - 1)
-            for node_id, version, state in moved
-        ],
-        recorded_at=now,
-    )
-    return [row[0] for row in moved]
+    prepared = [
+        event_prepared("NodeStateChanged", {"from": s, "to": to_state, "reason": reason})
+        for s in from_states
+    ]
+    params = {
+        "live": list(from_states),
+        "now": _prepared("state_changed_at", now),
+        "limit": limit,
+        "to": to_state,
+        "type": "NodeStateChanged",
+        "schema_version": prepared[0][0],
+        "payloads": [payload for _, payload in prepared],
+        "actor": actor,
+    }
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(statement("nodes", name), params)
+            return [row[0] for row in cursor.fetchall()]
+    except IntegrityError:
+        transaction.set_rollback(True)
+        raise VersionConflict("a node stream moved while its transition was written") from None
 
 
 def append_node_events(

@@ -6,11 +6,11 @@
 -- transaction holds, a heartbeat or a second reaper, is left to it; a row changed since the
 -- statement began is read again and must still be due).
 -- Fencing: compare-and-set on the state it was picked in; each move bumps event_version, the
--- version its NodeStateChanged event then takes through the ledger's door (one
--- events_append_bulk call, same transaction).
+-- version its NodeStateChanged event then takes through the ledger's door (reap_append.sql,
+-- the same statement).
 -- The UPDATE finds its rows by primary key (= ANY(ARRAY(...))): a join would scan the whole
 -- table once per batch.
--- Returns each moved node's id, new event_version and the state it left.
+-- Returns the ids of the nodes that moved.
 WITH due AS (
     SELECT id, state FROM nodes_node
      WHERE state = ANY(%(live)s::varchar[]) AND degraded_after < %(now)s
@@ -21,6 +21,5 @@ WITH due AS (
            event_version = event_version + 1
      WHERE id = ANY(ARRAY(SELECT id FROM due)) AND state = ANY(%(live)s::varchar[])
     RETURNING id, event_version
-)
-SELECT moved.id, moved.event_version, due.state FROM moved JOIN due ON due.id = moved.id
- ORDER BY moved.id
+),
+\i reap_append
