@@ -31,7 +31,7 @@ from jobs.models import (
     Task,
     TaskState,
 )
-from ledger.services import event_append
+from ledger.services import NewEvent, event_append, event_prepared, event_write_refused
 from nodes.services import node_record_outcome
 
 TAIL_CHARS = 64 * 1024
@@ -140,10 +140,13 @@ def _task_event_args(fenced: Fenced, type: str, actor: str, fields: dict) -> dic
 def _succeed(
     fenced: Fenced, token: str, now: datetime, values: dict[str, Any], event_fields: dict
 ) -> None:
-    """The node's reliability (its row first: docs/architecture.md, "Lock order"), the attempt
-    and its task (jobs/sql/succeed.sql), then AttemptSucceeded at the task version read before
-    the compare-and-set."""
+    """The node's reliability (its row first: docs/architecture.md, "Lock order"), then the
+    attempt, its task and AttemptSucceeded at the task version read before the compare-and-set,
+    in one statement (jobs/sql/succeed.sql), the event through the ledger's door."""
     node_record_outcome(node_id=fenced.node_id, success=True, now=now)
+    args = _task_event_args(fenced, "AttemptSucceeded", f"node:{fenced.node_id}", event_fields)
+    event = NewEvent(**args)
+    schema_version, payload = event_prepared(event.type, event.payload)
     params = {
         "attempt": fenced.attempt_id,
         "token": token,
@@ -152,20 +155,25 @@ def _succeed(
         "task_state": TaskState.SUCCEEDED,
         "task": fenced.task_id,
         "now": now,
+        "stream": event.stream,
+        "type": event.type,
+        "schema_version": schema_version,
+        "payload": payload,
+        "actor": event.actor,
+        "expected": event.expected_version,
     }
-    with connection.cursor() as cursor:
-        cursor.execute(statement("jobs", "succeed"), params | values)
-        won, moved = cursor.fetchone()
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(statement("jobs", "succeed"), params | values)
+            won, moved, _ = cursor.fetchone()
+    except IntegrityError as exc:
+        event_write_refused(exc, [event])
     if not won:
         transaction.set_rollback(True)
         raise StaleLease("the lease ended while this report was being recorded")
     if not moved:  # the task had moved on from this attempt: never while the lease held
         transaction.set_rollback(True)
         raise StaleLease("the task no longer runs this attempt")
-    event_append(
-        **_task_event_args(fenced, "AttemptSucceeded", f"node:{fenced.node_id}", event_fields),
-        recorded_at=now,
-    )
 
 
 def _runtime_ms(fenced: Fenced, now: datetime) -> int:

@@ -1,10 +1,14 @@
--- A success's attempt and task (jobs.attempts._succeed). It runs in the completion's
--- transaction after the node's reliability (the node row first: docs/architecture.md, "Lock
--- order") and before AttemptSucceeded goes through the ledger's door.
+-- A success's attempt, task and AttemptSucceeded event (jobs.attempts._succeed). It runs in the
+-- completion's transaction after the node's reliability (the node row first:
+-- docs/architecture.md, "Lock order"). The event goes into the log through the ledger's one
+-- door, ledger_append (the ledger's own function, called here: jobs writes no ledger table),
+-- at the task version read before the compare-and-set, with the payload the caller validated
+-- (ledger.services.event_prepared); only when the task moved.
 -- Fencing: the attempt moves only under its lease (its token, an active state, not expired), by
 -- compare-and-set; the task moves only when the attempt did and the task still runs it.
 -- Locks: the attempt's row, then the task's.
--- Returns whether the attempt was won and whether the task moved (each 0 or 1).
+-- Returns whether the attempt was won, whether the task moved and whether the event was
+-- written (each 0 or 1). A version already taken on the task's stream fails the statement.
 WITH won AS (
     UPDATE jobs_attempt
        SET state = %(state)s, finished_at = %(now)s, runtime_ms = %(runtime_ms)s,
@@ -19,5 +23,13 @@ task AS (
     UPDATE jobs_task SET state = %(task_state)s, finished_at = %(now)s, version = version + 1
      WHERE id = %(task)s AND current_attempt_id = %(attempt)s AND EXISTS (SELECT 1 FROM won)
     RETURNING id
+),
+ev AS (
+    SELECT e.id
+      FROM task,
+           LATERAL ledger_append(ARRAY[%(stream)s::text], ARRAY[%(type)s::text],
+                                 ARRAY[%(schema_version)s::int], ARRAY[%(payload)s::jsonb],
+                                 ARRAY[%(actor)s::text], ARRAY[%(expected)s::int],
+                                 ARRAY[NULL::text], %(now)s) AS e
 )
-SELECT (SELECT count(*) FROM won), (SELECT count(*) FROM task)
+SELECT (SELECT count(*) FROM won), (SELECT count(*) FROM task), (SELECT count(*) FROM ev)
