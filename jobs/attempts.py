@@ -26,7 +26,6 @@ from jobs.models import (
     Attempt,
     AttemptState,
     FailureClass,
-    JobState,
     LogChunk,
     Task,
     TaskState,
@@ -471,12 +470,13 @@ def job_count_finished(
     return _count_and_finish(job_id, counter, now, by, submitter_id)
 
 
-# PostgreSQL: the count and, for the job's last task, the finish as one statement. `cur` locks
-# the row (after any wait it reads the committed counts: READ COMMITTED re-reads a locked row),
-# so of concurrent last reports exactly one sees every task done while the job is still queued
-# or running; the state it ends in is `job_final_state`'s rule. JobFinished is appended by a
-# statement of its own: one taken after this one's lock wait sees every event committed
-# before it (a cancel's JobCancelRequested), where this statement's snapshot would not.
+# The count and, for the job's last task, the finish as one statement. `cur` locks the row
+# (after any wait it reads the committed counts: READ COMMITTED re-reads a locked row), so of
+# concurrent last reports exactly one sees every task done while the job is still queued or
+# running. The state a job ends in is written only here: cancelled if any task was, else failed
+# if any task failed, else succeeded. JobFinished is appended by a statement of its own: one
+# taken after this one's lock wait sees every event committed before it (a cancel's
+# JobCancelRequested), where this statement's snapshot would not.
 _COUNT_AND_FINISH = """
 WITH cur AS MATERIALIZED (
     SELECT id, state, tasks_succeeded + %(s)s AS s, tasks_failed + %(f)s AS f,
@@ -511,39 +511,6 @@ def _count_and_finish(
         cursor.execute(_COUNT_AND_FINISH, params)
         succeeded, failed, cancelled, done, final = cursor.fetchone()
     if not done:
-        return None
-    _finished(job_id, final, succeeded, failed, cancelled, submitter_id)
-    return final
-
-
-def job_final_state(*, failed: int, cancelled: int) -> str:
-    """The state a job ends in once every task has: cancelled if any task was, else failed if
-    any task failed, else succeeded. `_COUNT_AND_FINISH` writes the same rule in SQL
-    (tests/jobs/test_job_finish_pg.py holds the two together)."""
-    if cancelled:
-        return JobState.CANCELLED
-    if failed:
-        return JobState.FAILED
-    return JobState.SUCCEEDED
-
-
-def job_finish(
-    *,
-    job_id: int,
-    succeeded: int,
-    failed: int,
-    cancelled: int,
-    now: datetime,
-    submitter_id: int | None = None,
-) -> str | None:
-    final = job_final_state(failed=failed, cancelled=cancelled)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE jobs_job SET state = %s, finished_at = %s WHERE id = %s AND state IN (%s, %s)",
-            [final, now, job_id, JobState.QUEUED, JobState.RUNNING],
-        )
-        won = cursor.rowcount == 1
-    if not won:
         return None
     _finished(job_id, final, succeeded, failed, cancelled, submitter_id)
     return final
