@@ -154,17 +154,11 @@ class RawAgent:
         # The hub's own statements, imported once Django is set up.
         from jobs.attempts import _COUNT_AND_FINISH
         from jobs.claim import claim_statement
-        from jobs.node_profile import NodeProfile
         from nodes.services.reliability import _SUCCESS_SQL, half_life_s  # the hub's statement
 
         self.conn = psycopg.connect(dsn)
         self.node = n = node
-        self.profile = NodeProfile(
-            node_id=n["id"], operator_id=n["operator"], can_claim=True, region=n["region"],
-            tier=n["tier"], vram_mb=n["vram"], compute_capability=n["cc"], cpu_cores=n["cores"],
-            ram_mb=n["ram"], disk_mb=n["disk"], gpu_count=n["gpus"], price_per_s=n["price"],
-            trusted=True, fit=1.0,
-        )  # fmt: skip
+        self.profile = n["profile"]  # the hub's own profile of the node (jobs.node_profile)
         self.success_sql, self.half_life_s = _SUCCESS_SQL, half_life_s()
         self.count_sql, self.claim_statement = _COUNT_AND_FINISH, claim_statement
 
@@ -176,7 +170,7 @@ class RawAgent:
         with self.conn.transaction(), self.conn.cursor() as cur:
             cur.execute(sql, params)
             row = cur.fetchone()
-            if row is None:
+            if row is None or row[0] is None:  # the node moved (none do here), or no task
                 return None
             task_id, job_id, index, attempts, version = row[:5]
             attempt_id, job_moved = row[-2], row[-1]
@@ -428,6 +422,7 @@ def main() -> None:
     from django.db import transaction
 
     from jobs import billing
+    from jobs.node_profile import profile_for
     from ledger.accounts import REVENUE, account_ensure, earnings_code, system_account
     from ledger.models import AccountKind
     from nodes.models import Node
@@ -442,7 +437,8 @@ def main() -> None:
             "id": node_id, "vram": sample.gpu_vram_mb, "cores": sample.cpu_cores,
             "ram": sample.ram_mb, "disk": sample.disk_mb, "gpus": sample.gpu_count,
             "cc": sample.compute_capability, "region": sample.region, "tier": sample.tier,
-            "price": billing.node_price(sample), "operator": sample.operator_id,
+            "price": billing.node_price(sample).per_s, "operator": sample.operator_id,
+            "profile": profile_for(Node.objects.get(pk=node_id)),
         }
         for node_id in nodes[: args.raw_threads]
     ]  # fmt: skip

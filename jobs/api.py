@@ -19,7 +19,7 @@ from rest_framework.views import APIView
 
 from core.api.permissions import IsSubmitter
 from jobs import attempts as attempt_services
-from jobs.claim import Lease, task_claim
+from jobs.claim import Lease, claim_current, task_claim
 from jobs.models import Artifact, Attempt, Job, LogChunk
 from jobs.node_profile import profile_for
 from jobs.selectors import job_timeline, queue_backoff_ends
@@ -232,11 +232,14 @@ def _until_backoff_ends() -> float:
 
 
 def claim_with_wait(node, wait: float) -> Lease | None:
+    """Claim; with nothing to take, wait up to `wait` seconds for work and claim again. Each
+    claim takes the node as it is then (jobs.claim.claim_current), and a node that stops
+    taking work (a drain) ends its waiting claims at once (jobs.wakeup)."""
     deadline = time.monotonic() + wait
     profile = profile_for(node)
     while True:
-        seen = waker.generation()
-        lease = task_claim(profile=profile)
+        seen = waker.mark(profile.node_id)
+        lease, profile = claim_current(profile)
         remaining = deadline - time.monotonic()
         if lease is not None or remaining <= 0 or not profile.can_claim:
             return lease
@@ -245,7 +248,7 @@ def claim_with_wait(node, wait: float) -> Lease | None:
         remaining = min(remaining, _until_backoff_ends())
         # Hand the connection back while waiting: idle agents must not pin connections.
         connection.close()
-        waker.wait(seen, remaining)
+        waker.wait(seen, profile.node_id, remaining)
         if time.monotonic() < deadline:
             time.sleep(min(_fit_delay_s(profile.fit), max(0.0, deadline - time.monotonic())))
 

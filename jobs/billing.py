@@ -7,7 +7,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from jobs.models import Attempt, Job
-from ledger import pricing, settlement
+from ledger import pricing, quotes, settlement
 from nodes.models import Node
 from nodes.services import node_record_outcome
 
@@ -103,23 +103,36 @@ def record_outcome(*, node_id: int, success: bool) -> None:
     node_record_outcome(node_id=node_id, success=success, actor="system:jobs")
 
 
-# (region, tier) → (monotonic deadline, spot price): per process, a few seconds.
-_spot_cache: dict[tuple[str, str], tuple[float, int]] = {}
+@dataclass(frozen=True)
+class NodePrice:
+    """A node's price per second, and the spot market's price it was computed from."""
+
+    per_s: int
+    spot_region: str
+    spot_tier: str
+    spot_seen: int  # the spot row's price; 0 when the market had not priced the pair
 
 
-def node_price(node: Node) -> int:
+# (region, tier) → (monotonic deadline, (spot price, the row's price or 0)): per process.
+_spot_cache: dict[tuple[str, str], tuple[float, tuple[int, int]]] = {}
+
+
+def node_price(node: Node, *, fresh: bool = False) -> NodePrice:
     """max(spot price for the node's region and tier, the node's own floor). The claim is the
-    hot path and the market moves once a minute: each process keeps a price a few seconds
-    (in memory; a shared cache would cost a round trip per claim)."""
+    hot path and the market moves once a minute: each process keeps a spot price a few seconds
+    (in memory; a shared cache would cost a round trip per claim), and the claim's statement
+    checks it is still the market's (jobs/sql/claim_node.sql), reading it `fresh` if not."""
     key = (node.region, node.tier)
     now = time.monotonic()
     cached = _spot_cache.get(key)
-    if cached is None or cached[0] <= now:
-        spot = pricing.spot_price_get(region=node.region, tier=node.tier)
+    if fresh or cached is None or cached[0] <= now:
+        spot = pricing.spot_price_read(region=node.region, tier=node.tier)
         _spot_cache[key] = (now + _PRICE_CACHE_S, spot)
     else:
         spot = cached[1]
-    return max(spot, getattr(node, "price_floor", 0) or 0)
+    region, tier = pricing.spot_market(region=node.region, tier=node.tier)
+    per_s = quotes.node_price(spot_per_s_minor=spot[0], floor_per_s_minor=node.price_floor or 0)
+    return NodePrice(per_s, region, tier, spot[1])
 
 
 # (monotonic deadline, tier → multiplier of the price book in force): per process, like the spot

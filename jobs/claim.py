@@ -9,6 +9,7 @@ through the queue's size classes (jobs.size_class), so that a head of work too b
 not read on every claim.
 """
 
+import dataclasses
 import json
 import random
 import time
@@ -22,8 +23,9 @@ from django.utils import timezone
 
 from core.sql import LAZY_COMMIT, commits_alone, statement
 from jobs.models import new_lease_token
-from jobs.node_profile import NodeProfile
+from jobs.node_profile import NodeProfile, profile_reread
 from ledger.services import NewEvent, events_append_bulk
+from nodes.models import CLAIMABLE_STATES
 from nodes.signing import sign
 
 # The claim's statements (jobs/sql/): the queue's pick, or a small node's through its size
@@ -32,6 +34,11 @@ from nodes.signing import sign
 QUEUE_CLAIM, BUCKETED_CLAIM = "claim_queue", "claim_bucketed"
 # How many of each size class's first tasks a small node's pick reads (claim_bucketed.sql).
 CANDIDATES = 16
+
+# A claim whose statement finds its node moved since it was read (claim_node.sql) reads the node
+# again and tries again, this many times at most: a node whose row keeps moving under its claims
+# gets nothing this time, and its next claim tries afresh.
+_REREADS = 3
 
 # A small node's claim that found nothing free while a task it may run is queued in its classes
 # had every candidate held or taken by claims beside it: it looks again after each of these
@@ -78,6 +85,13 @@ def claim_params(profile: NodeProfile, now: datetime) -> dict[str, Any]:
     """The claim statement's parameters for this node at `now`."""
     return {
         "now": now,
+        # The node as read (jobs/sql/claim_node.sql checks its row still says so).
+        "node_version": profile.version,
+        "claimable": list(CLAIMABLE_STATES),
+        "trusted_min": settings.JOB_TRUSTED_RELIABILITY,
+        "spot_region": profile.price.spot_region,
+        "spot_tier": profile.price.spot_tier,
+        "spot_seen": profile.price.spot_seen,
         "vram": profile.vram_mb,
         "cores": profile.cpu_cores,
         "ram": profile.ram_mb,
@@ -133,10 +147,31 @@ def _signed_spec(
     return full, sign(full)
 
 
+class NodeMoved(Exception):
+    """The claim's statement found the node's row no longer as its profile says."""
+
+
 def task_claim(*, profile: NodeProfile) -> Lease | None:
-    """Lease one task to the node, or None when nothing it can run is queued."""
-    if not profile.can_claim:
-        return None
+    """Lease one task to the node as it is when the task is taken, or None when nothing it can
+    run is queued or it takes no work."""
+    return claim_current(profile)[0]
+
+
+def claim_current(profile: NodeProfile) -> tuple[Lease | None, NodeProfile]:
+    """`task_claim`, and the node's profile as the claim last read it: the caller's, or the
+    node read again when the claim found it had moved (a waiting claim keeps the newer one)."""
+    for _ in range(_REREADS + 1):
+        if not profile.can_claim:
+            return None, profile
+        try:
+            return _claim_retrying(profile), profile
+        except NodeMoved:
+            fresh = profile_reread(profile)
+            profile = fresh or dataclasses.replace(profile, can_claim=False)
+    return None, profile
+
+
+def _claim_retrying(profile: NodeProfile) -> Lease | None:
     now = timezone.now()
     lease = _claim(profile, now)
     for pause in _HELD_PAUSES_S if profile.size_classes else ():
@@ -217,13 +252,16 @@ def claim_statement(
 
 def _claim(profile: NodeProfile, now: datetime) -> Lease | None:
     """One claim's transaction: the statement, then TaskClaimed at the task's version before
-    the claim and, when the job moved, JobStarted at its stream's end, in one append."""
+    the claim and, when the job moved, JobStarted at its stream's end, in one append.
+    NodeMoved when the statement found the node no longer as `profile` says."""
     sql, params, granted = claim_statement(profile, now, lazy=commits_alone())
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             row = cursor.fetchone()
         if row is None:
+            raise NodeMoved(profile.node_id)
+        if row[0] is None:
             return None
         attempt_id, job_moved = row[-2], row[-1]
         task_id, job_id, index, attempts, version = row[:5]

@@ -18,10 +18,9 @@ from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from jobs.models import ACTIVE_ATTEMPT_STATES, Attempt, Task, TaskState
-from jobs.node_profile import CLAIMABLE_STATES
 from ledger.models import SpotPrice
 from ledger.pricing import region_for, spot_price_get, spot_price_set
-from nodes.models import Node
+from nodes.models import CLAIMABLE_STATES, Node
 
 
 @dataclass(frozen=True)

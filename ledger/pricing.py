@@ -196,17 +196,28 @@ def price_book_copy(*, source: PriceBook, effective_from: datetime, name: str = 
 # --- Spot prices ------------------------------------------------------------------------------
 
 
-def spot_price_get(*, region: str, tier: str, rules: Rules | None = None) -> int:
-    """The market price now: the spot row if the market has priced it, else the rules' start."""
-    region, tier = region_for(region), tier.strip().lower()
+def spot_market(*, region: str, tier: str) -> tuple[str, str]:
+    """The (region, tier) of the spot market a node's region and tier trade in."""
+    return region_for(region), tier.strip().lower()
+
+
+def spot_price_read(*, region: str, tier: str, rules: Rules | None = None) -> tuple[int, int]:
+    """The market price now, and the spot row's price it is (0 when the market has not priced
+    the pair yet and the price is the rules' start)."""
+    region, tier = spot_market(region=region, tier=tier)
     price = (
         SpotPrice.objects.filter(region=region, tier=tier)
         .values_list("price_per_s_minor", flat=True)
         .first()
     )
     if price is not None:
-        return price
-    return (rules or rules_at()).spot_initial(tier=tier, region=region)
+        return price, price
+    return (rules or rules_at()).spot_initial(tier=tier, region=region), 0
+
+
+def spot_price_get(*, region: str, tier: str, rules: Rules | None = None) -> int:
+    """The market price now: the spot row if the market has priced it, else the rules' start."""
+    return spot_price_read(region=region, tier=tier, rules=rules)[0]
 
 
 def _default_bounds(initial: int) -> tuple[int, int]:

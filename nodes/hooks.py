@@ -9,6 +9,12 @@ path: return without a query when there is nothing to do, and extend every lease
 statement. An exception fails the heartbeat (the agent retries); the node's liveness is already
 recorded by then.
 
+Claims-end hook: `fn(node_ids)`, called after the commit that moved these nodes to a state in
+which they take no new work (draining, offline, quarantined, retired): the claims they have
+waiting must end now, empty, rather than at the end of their wait. Called outside any
+transaction; it must not fail (a lost call only lets a waiting claim run out its wait, and the
+claim itself still gives such a node nothing).
+
 Offline hook: `fn(node_ids)`, called with the ids of nodes that just left service: went
 offline (reaper), were quarantined or were retired. It runs inside the transaction that moved
 them, so "the node is out" and "its leases are back in the queue" commit together or not at all,
@@ -22,14 +28,18 @@ anything done to the nodes themselves goes in `transaction.on_commit`.
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from django.db import transaction
+
 if TYPE_CHECKING:
     from nodes.models import Node
 
 HeartbeatHook = Callable[["Node", list[str]], dict[str, Any] | None]
 OfflineHook = Callable[[list[int]], None]
+ClaimsEndHook = Callable[[list[int]], None]
 
 _heartbeat_hooks: list[HeartbeatHook] = []
 _offline_hooks: list[OfflineHook] = []
+_claims_end_hooks: list[ClaimsEndHook] = []
 
 
 def register_heartbeat_hook(fn: HeartbeatHook) -> None:
@@ -42,8 +52,13 @@ def register_offline_hook(fn: OfflineHook) -> None:
         _offline_hooks.append(fn)
 
 
+def register_claims_end_hook(fn: ClaimsEndHook) -> None:
+    if fn not in _claims_end_hooks:
+        _claims_end_hooks.append(fn)
+
+
 def unregister(fn: Callable[..., Any]) -> None:
-    for hooks in (_heartbeat_hooks, _offline_hooks):
+    for hooks in (_heartbeat_hooks, _offline_hooks, _claims_end_hooks):
         if fn in hooks:
             hooks.remove(fn)
 
@@ -66,3 +81,16 @@ def notify_offline(node_ids: Sequence[int]) -> None:
     ids = list(node_ids)
     for hook in _offline_hooks:
         hook(ids)
+
+
+def claims_end_on_commit(node_ids: Sequence[int]) -> None:
+    """Once the caller's transaction commits, end the waiting claims of these nodes."""
+    if not node_ids:
+        return
+    ids = list(node_ids)
+
+    def run() -> None:
+        for hook in _claims_end_hooks:
+            hook(ids)
+
+    transaction.on_commit(run)

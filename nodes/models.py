@@ -31,6 +31,9 @@ class NodeState(models.TextChoices):
 
 # States whose heartbeat deadlines the reaper watches.
 LIVE_STATES = (NodeState.ONLINE, NodeState.DEGRADED, NodeState.DRAINING)
+# States in which a node may take new work. Degraded is a missed heartbeat, not a verdict:
+# the claim itself is proof of life. Draining, offline, quarantined and retired nodes get none.
+CLAIMABLE_STATES = (NodeState.ONLINE, NodeState.DEGRADED)
 
 
 class Node(models.Model):

@@ -13,9 +13,14 @@
 -- two first claims on one job one moves it.
 -- The gates are written once, in a CTE inlined into the reader (a locking clause does not
 -- reach into a WITH query, so the lock is taken on jobs_task itself).
+-- The node is checked first (claim_node.sql): a node that moved since its parameters were
+-- read picks nothing (a one-time filter: no class is read).
 -- Returns the task as picked (its version before the claim), the attempt's id and whether the
--- job moved: the claim's events follow through the ledger's door in the same transaction.
-WITH pick AS MATERIALIZED (
+-- job moved, or NULLs when nothing is picked; no row when the node moved: the claim's events
+-- follow through the ledger's door in the same transaction.
+WITH
+\i claim_node
+pick AS MATERIALIZED (
     WITH q AS NOT MATERIALIZED (
         SELECT t.* FROM jobs_task t
          WHERE
@@ -39,5 +44,6 @@ WITH pick AS MATERIALIZED (
                       FOR UPDATE SKIP LOCKED) t
              LIMIT 1) t
       JOIN jobs_job j ON j.id = t.job_id
+     WHERE EXISTS (SELECT 1 FROM node)
 ),
 \i claim_lease

@@ -2,8 +2,9 @@
 -- claim_bucketed.sql, after their `pick` CTE): insert its attempt, move the task to leased
 -- (its version bumped) and, for a job's first claim, move the job to running, compare-and-set
 -- on its state. Locks, in this order: the task (already, by the pick), then the job.
--- Returns the task as picked (its version before the claim), the attempt's id and whether the
--- job moved.
+-- Returns, when the node is as the claim read it (the `node` CTE, claim_node.sql), one row:
+-- the task as picked (its version before the claim), the attempt's id and whether the job
+-- moved, all NULL when nothing was picked; no row when the node moved.
 att AS (
     INSERT INTO jobs_attempt ("task_id", "node_id", "number", "lease_token", "state",
            "leased_at", "lease_expires_at", "finished_at", "runtime_ms", "reported_runtime_s",
@@ -27,4 +28,4 @@ started AS (
     RETURNING jobs_job.id
 )
 SELECT pick.*, att.id, EXISTS (SELECT 1 FROM started)
-  FROM pick JOIN att ON att.task_id = pick.id
+  FROM node LEFT JOIN (pick JOIN att ON att.task_id = pick.id) ON true

@@ -14,7 +14,8 @@ from django.db import IntegrityError, connection, transaction
 from core.sql import statement
 from ledger.errors import VersionConflict
 from ledger.services import NewEvent, event_prepared, events_append_bulk
-from nodes.models import Node
+from nodes.hooks import claims_end_on_commit
+from nodes.models import CLAIMABLE_STATES, Node
 
 
 def _column(name: str) -> str:
@@ -30,7 +31,8 @@ def cas_update(
 ) -> int | None:
     """Apply `sets` to the node if it is still in `expect_state`, bumping its stream version by
     `events`. Returns the new version, or None when the row was not (or no longer) in that
-    state: someone else moved it first."""
+    state: someone else moved it first. A move to a state that takes no work ends the node's
+    waiting claims once the caller commits."""
     assignments = [f"{_column(name)} = %s" for name in sets]
     params = [_prepared(name, value) for name, value in sets.items()]
     version = _column("event_version")
@@ -48,7 +50,11 @@ def cas_update(
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
-    return row[0] if row else None
+    if row is None:
+        return None
+    if "state" in sets and sets["state"] not in CLAIMABLE_STATES:
+        claims_end_on_commit([node_id])
+    return row[0]
 
 
 # The reaper's passes, by (deadline, unless_past): nodes/sql/reap_*.sql.
@@ -79,7 +85,8 @@ def transition_due_logged(
     that version through the ledger's door (`ledger_append`, called by the statement: a batch's
     10,000 events never travel through Python), with the payload {"from": <the state it was
     locked in>, "to": to_state, "reason": reason}. Runs in the caller's transaction. Returns the
-    ids of the nodes that moved.
+    ids of the nodes that moved; a move to a state that takes no work ends their waiting claims
+    once the caller commits.
     """
     name = _PASSES.get((deadline, unless_past))
     if name is None:
@@ -101,10 +108,13 @@ def transition_due_logged(
     try:
         with connection.cursor() as cursor:
             cursor.execute(statement("nodes", name), params)
-            return [row[0] for row in cursor.fetchall()]
+            moved = [row[0] for row in cursor.fetchall()]
     except IntegrityError:
         transaction.set_rollback(True)
         raise VersionConflict("a node stream moved while its transition was written") from None
+    if to_state not in CLAIMABLE_STATES:
+        claims_end_on_commit(moved)
+    return moved
 
 
 def append_node_events(

@@ -95,6 +95,14 @@ def fail(client, lease: dict, failure_class: str = "infra", **body: Any):
 
 
 @pytest.fixture
+def redis_wakeups(settings):
+    """Wake-ups through Redis pub/sub, as in production (not the no-Redis polling fallback)."""
+    import os
+
+    settings.REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+@pytest.fixture
 def submitter(alice, api):
     """alice with 10,000 credits and her submitter client."""
     fund(alice, 10_000 * CREDITS)

@@ -89,14 +89,6 @@ def test_an_offline_or_quarantined_node_claims_nothing(submitter, bob):
     assert claim(agent).status_code == 204
 
 
-@pytest.fixture
-def redis_wakeups(settings):
-    """Wake-ups through Redis pub/sub, as in production (not the no-Redis polling fallback)."""
-    import os
-
-    settings.REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
-
-
 def test_a_waiting_claim_is_woken_by_a_submission(submitter, bob, transactional_db, redis_wakeups):
     _, agent = online_node(bob)
     result = {}
@@ -229,7 +221,7 @@ def test_the_claim_statement_stays_within_what_psycopg_caches(submitter, bob, mo
 
     monkeypatch.setattr(queries.PostgresQuery, "convert", spy)
     assert claim(agent).status_code == 200
-    (query, variables), *_ = [(q, v) for q, v in seen if "WITH pick" in str(q)]
+    (query, variables), *_ = [(q, v) for q, v in seen if "WITH node AS" in str(q)]
     assert ("size_class" in str(query)) == small
     assert len(query) <= queries.MAX_CACHED_STATEMENT_LENGTH
     assert len(variables) <= queries.MAX_CACHED_STATEMENT_PARAMS
@@ -291,7 +283,7 @@ def test_the_claims_attempt_row_is_the_one_the_orm_would_store(submitter, bob):
     for field in Attempt._meta.concrete_fields:
         if not field.primary_key:
             assert getattr(stored, field.attname) == getattr(expected, field.attname), field.name
-    price = node_price(node)
+    price = node_price(node).per_s
     assert (stored.node_id, stored.state, stored.price_per_s) == (node.pk, "leased", price)
 
 

@@ -33,7 +33,7 @@ class _Statements(list):
         return execute(sql, params, many, context)
 
     def claims(self) -> list[str]:
-        return [sql for sql in self if "WITH pick" in sql]
+        return [sql for sql in self if "WITH node AS" in sql]
 
 
 def test_a_claim_commits_lazily_and_only_itself(submitter, bob):

@@ -60,7 +60,7 @@ def test_postgresql_keeps_the_claims_generic_plan(alice, bob):
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
-            "WHERE statement LIKE 'WITH pick AS%%'"
+            "WHERE statement LIKE 'WITH node AS%%'"
         )
         rows = cursor.fetchall()
     assert len(rows) == 1, rows

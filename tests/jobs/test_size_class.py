@@ -14,10 +14,12 @@ from hypothesis import strategies as st
 
 from core.sql import statement
 from jobs import claim as claim_module
+from jobs.billing import NodePrice
 from jobs.claim import BUCKETED_CLAIM, QUEUE_CLAIM, bucketed_params, claim_statement, task_claim
 from jobs.models import Task
 from jobs.node_profile import NodeProfile, profile_for
 from jobs.size_class import BUCKETED_MAX, GPU_FLAG, node_size_classes, task_size_class
+from nodes.models import Node
 from tests.jobs.conftest import CREDITS, fund, online_node, submit_job
 from tests.nodes.conftest import BASE
 
@@ -79,9 +81,14 @@ def _submit(
     return submit_job(user_id, slices, priority=priority, requirements=requirements)
 
 
-def _small(node_id: int, cores: int, ram_mb: int, trusted: bool, gpu: bool = False) -> NodeProfile:
+def _small(
+    node_id: int, cores: int, ram_mb: int, trusted: bool, gpu: bool = False, version: int = 1
+) -> NodeProfile:
+    """A small node's profile: its hardware and trust as given, its row's `node_id` and
+    `version`, and a price from a market that has not priced it (no spot row)."""
     return NodeProfile(
         node_id=node_id,
+        version=version,
         operator_id=1,
         can_claim=True,
         region="IN",
@@ -92,7 +99,7 @@ def _small(node_id: int, cores: int, ram_mb: int, trusted: bool, gpu: bool = Fal
         ram_mb=ram_mb,
         disk_mb=100_000,
         gpu_count=1 if gpu else 0,
-        price_per_s=1,
+        price=NodePrice(per_s=1, spot_region="in", spot_tier="cpu", spot_seen=0),
         trusted=trusted,
         fit=0.8,
     )
@@ -106,7 +113,8 @@ def _pick(name: str, params: dict) -> int | None:
             cursor.execute(statement("jobs", name), params | lease)
             row = cursor.fetchone()
         transaction.set_rollback(True)
-    return row[0] if row else None
+    assert row is not None, "the statement found the node moved since its profile was read"
+    return row[0]
 
 
 class _Held:
@@ -208,7 +216,7 @@ def test_the_class_is_set_by_an_insert_trigger_alone(db):
 
 
 @pytest.mark.postgres
-def test_a_small_nodes_pick_is_the_queues_own_order(alice):
+def test_a_small_nodes_pick_is_the_queues_own_order(alice, bob):
     # A queue whose head is mostly work too big for the small nodes, in every order key.
     rng = random.Random(7)
     fund(alice, 100_000_000 * CREDITS)
@@ -221,13 +229,19 @@ def test_a_small_nodes_pick_is_the_queues_own_order(alice):
             vram=rng.choice([0, 0, 0, 8192]),
         )
     now = timezone.now()
+    # One node's row, its trust set for each profile: the picks take each profile's hardware
+    # from the parameters, and check the row only for what the profile read of it.
+    node, _ = online_node(bob)
     passed_over = found = 0
     for i in range(120):
+        trusted = rng.random() < 0.5
+        Node.objects.filter(pk=node.pk).update(reliability=0.9 if trusted else 0.1)
         profile = _small(
-            node_id=10_000 + i,
+            node_id=node.pk,
+            version=node.event_version,
             cores=rng.choice([1, 2, 3, 4]),
             ram_mb=rng.choice([512, 1024, 2048, 3000, 4096]),
-            trusted=rng.random() < 0.5,
+            trusted=trusted,
             gpu=i % 3 == 0,  # reads the GPU classes too
         )
         assert profile.size_classes is not None

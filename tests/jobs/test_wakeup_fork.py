@@ -12,7 +12,7 @@ from jobs.wakeup import waker
 
 def _wake_and_wait() -> None:
     waker.wake_local()
-    waker.wait(since=waker.generation() - 1, timeout=1)
+    waker.wait(waker.mark(0)._replace(generation=-1), 0, timeout=1)
 
 
 def test_a_child_forked_while_the_waker_is_held_can_still_wake_and_wait():
