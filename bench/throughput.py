@@ -152,14 +152,17 @@ class RawAgent:
 
     def __init__(self, dsn: str, node: dict) -> None:
         # The hub's own statements, imported once Django is set up.
+        from core.sql import statement
         from jobs.attempts import _COUNT_AND_FINISH
         from jobs.claim import claim_statement
-        from nodes.services.reliability import _SUCCESS_SQL, half_life_s  # the hub's statement
+        from nodes.services.reliability import half_life_s
 
         self.conn = psycopg.connect(dsn)
         self.node = n = node
         self.profile = n["profile"]  # the hub's own profile of the node (jobs.node_profile)
-        self.success_sql, self.half_life_s = _SUCCESS_SQL, half_life_s()
+        # The hub's statement for an outcome (a success here).
+        self.success_sql = statement("nodes", "record_outcome")
+        self.half_life_s = half_life_s()
         self.count_sql, self.claim_statement = _COUNT_AND_FINISH, claim_statement
 
     def claim(self) -> tuple | None:
@@ -212,7 +215,14 @@ class RawAgent:
             # door (`_succeed`).
             cur.execute(
                 self.success_sql,
-                {"now": now, "half": self.half_life_s, "pa": 1.0, "pb": 1.0, "id": n["id"]},
+                {
+                    "now": now,
+                    "half": self.half_life_s,
+                    "pa": 1.0,
+                    "pb": 1.0,
+                    "success": True,
+                    "id": n["id"],
+                },
             )
             cur.execute(
                 "WITH won AS (UPDATE jobs_attempt SET state = 'succeeded', finished_at = %(now)s, "

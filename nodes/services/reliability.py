@@ -4,6 +4,8 @@ alpha = PRIOR_ALPHA + (decayed successes), beta = PRIOR_BETA + (decayed failures
 is the posterior mean alpha / (alpha + beta). Evidence decays exponentially towards the prior
 with a half-life (NODE_RELIABILITY_HALF_LIFE_H): what a node did last month counts half as much
 as what it did this week, and a node that stops working drifts back to "unknown", not "trusted".
+That rule is written once, as the SQL function node_evidence_decayed (migration nodes 0008),
+which both the recording of an outcome and the periodic decay call.
 """
 
 from dataclasses import dataclass
@@ -12,9 +14,9 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F, FloatField, Func, Q, Value
-from django.db.models.functions import Power
 from django.utils import timezone
 
+from core.sql import statement
 from nodes.models import PRIOR_ALPHA, PRIOR_BETA, Node, NodeState
 from nodes.services.cas import append_node_events
 from nodes.services.quarantine import Rule, node_quarantine
@@ -22,11 +24,6 @@ from nodes.services.quarantine import Rule, node_quarantine
 
 def half_life_s() -> float:
     return settings.NODE_RELIABILITY_HALF_LIFE_H * 3600.0
-
-
-def decay(alpha: float, beta: float, elapsed_s: float) -> tuple[float, float]:
-    factor = 0.5 ** (max(elapsed_s, 0.0) / half_life_s())
-    return (PRIOR_ALPHA + (alpha - PRIOR_ALPHA) * factor, PRIOR_BETA + (beta - PRIOR_BETA) * factor)
 
 
 def mean(alpha: float, beta: float) -> float:
@@ -53,34 +50,20 @@ def node_record_outcome(
     """
     now = now or timezone.now()
     if success:
-        fast = _record_success(node_id, now)
-        if fast is not None:
-            return fast
+        # Every completed task pays this: one UPDATE, in the caller's transaction if any.
+        reliability, cooldown_until = _record(node_id, success=True, now=now)
+        return Outcome(reliability, cooldown_until, False)
     with transaction.atomic():
-        # The row lock serialises outcomes of one node (concurrent slots finishing together).
-        node = Node.objects.select_for_update().get(pk=node_id)
-        alpha, beta = decay(
-            node.rel_alpha, node.rel_beta, (now - node.reliability_at).total_seconds()
-        )
-        if success:
-            alpha += 1.0
-            node.consecutive_failures = 0
-        else:
-            beta += 1.0
-            node.consecutive_failures += 1
-        node.rel_alpha, node.rel_beta, node.reliability_at = alpha, beta, now
-        node.reliability = mean(alpha, beta)
-        fields = ["rel_alpha", "rel_beta", "reliability", "reliability_at", "consecutive_failures"]
-        cooled = False
+        # The statement's row lock serialises outcomes of one node (concurrent slots finishing
+        # together) until this transaction ends.
+        _record(node_id, success=False, now=now)
+        node = Node.objects.get(pk=node_id)
         if node.consecutive_failures >= settings.NODE_COOLDOWN_AFTER_FAILURES:
-            cooled = True
             failures = node.consecutive_failures
             node.cooldown_until = now + timedelta(seconds=settings.NODE_COOLDOWN_S)
             node.consecutive_failures = 0
             node.event_version += 1
-            fields += ["cooldown_until", "event_version"]
-        node.save(update_fields=fields)
-        if cooled:
+            node.save(update_fields=["cooldown_until", "consecutive_failures", "event_version"])
             append_node_events(
                 node_id=node.pk,
                 version=node.event_version,
@@ -95,35 +78,28 @@ def node_record_outcome(
                     ),
                 ],
             )
-        quarantined = False
-        if not success:
-            quarantined = _error_rate_check(node, actor=actor, now=now)
+        quarantined = _error_rate_check(node, actor=actor, now=now)
     return Outcome(node.reliability, node.cooldown_until, quarantined)
 
 
-# `decay` and a success in one statement: the row's own values, so concurrent successes each
-# count (the UPDATE waits for the row and then reads the version it locked).
-_FACTOR = (
-    "power(0.5, GREATEST(EXTRACT(EPOCH FROM (%(now)s - reliability_at)), 0)::float8 / %(half)s)"
-)
-_ALPHA = f"(%(pa)s + (rel_alpha - %(pa)s) * {_FACTOR} + 1)"
-_BETA = f"(%(pb)s + (rel_beta - %(pb)s) * {_FACTOR})"
-_SUCCESS_SQL = (
-    f"UPDATE nodes_node SET rel_alpha = {_ALPHA}, rel_beta = {_BETA}, "  # noqa: S608 - ours
-    f"reliability = {_ALPHA} / ({_ALPHA} + {_BETA}), "
-    "reliability_at = GREATEST(reliability_at, %(now)s), consecutive_failures = 0 "
-    "WHERE id = %(id)s RETURNING reliability, cooldown_until"
-)
-
-
-def _record_success(node_id: int, now: datetime) -> Outcome | None:
-    """A success moves only the posterior and ends the failure streak. Every completed task
-    pays this: one UPDATE that decays and counts in SQL. None when the node has no row."""
-    params = {"now": now, "half": half_life_s(), "pa": PRIOR_ALPHA, "pb": PRIOR_BETA, "id": node_id}
+def _record(node_id: int, *, success: bool, now: datetime) -> tuple[float, datetime | None]:
+    """The outcome counted into the node's decayed evidence, in one UPDATE
+    (nodes/sql/record_outcome.sql): its new reliability and its cooldown_until.
+    Node.DoesNotExist when it has no row."""
+    params = {
+        "now": now,
+        "half": half_life_s(),
+        "pa": PRIOR_ALPHA,
+        "pb": PRIOR_BETA,
+        "success": success,
+        "id": node_id,
+    }
     with connection.cursor() as cursor:
-        cursor.execute(_SUCCESS_SQL, params)
+        cursor.execute(statement("nodes", "record_outcome"), params)
         row = cursor.fetchone()
-    return Outcome(row[0], row[1], False) if row else None
+    if row is None:
+        raise Node.DoesNotExist(f"no node {node_id}")
+    return row
 
 
 def _error_rate_check(node: Node, *, actor: str, now: datetime) -> bool:
@@ -146,21 +122,16 @@ def _error_rate_check(node: Node, *, actor: str, now: datetime) -> bool:
     )
 
 
-class SecondsSince(Func):
-    """now − a datetime column, in seconds, as a float."""
+class EvidenceDecayed(Func):
+    """A node's evidence in `column` decayed towards `prior` from its reliability_at to `now`:
+    node_evidence_decayed, the decay's one rule (migration nodes 0008)."""
 
+    function = "node_evidence_decayed"
     output_field = FloatField()
 
-    def __init__(self, column: str, now: datetime) -> None:
-        super().__init__(Value(now), F(column))
-
-    def as_postgresql(self, compiler, connection, **extra):
-        return self.as_sql(
-            compiler,
-            connection,
-            template="EXTRACT(EPOCH FROM (%(expressions)s))",
-            arg_joiner=" - ",
-            **extra,
+    def __init__(self, column: str, prior: float, now: datetime) -> None:
+        super().__init__(
+            F(column), Value(prior), F("reliability_at"), Value(now), Value(half_life_s())
         )
 
 
@@ -168,9 +139,8 @@ def nodes_reliability_decay(*, now: datetime | None = None, min_age_s: int = 600
     """Decay every node's evidence to `now`, in one UPDATE. Rows decayed less than `min_age_s`
     ago, or already at the prior, are left alone, so a double fire changes nothing."""
     now = now or timezone.now()
-    factor = Power(Value(0.5), SecondsSince("reliability_at", now) / Value(half_life_s()))
-    alpha = Value(PRIOR_ALPHA) + (F("rel_alpha") - Value(PRIOR_ALPHA)) * factor
-    beta = Value(PRIOR_BETA) + (F("rel_beta") - Value(PRIOR_BETA)) * factor
+    alpha = EvidenceDecayed("rel_alpha", PRIOR_ALPHA, now)
+    beta = EvidenceDecayed("rel_beta", PRIOR_BETA, now)
     at_prior = Q(rel_alpha=PRIOR_ALPHA) & Q(rel_beta=PRIOR_BETA)
     due = (
         Node.objects.exclude(state=NodeState.RETIRED)

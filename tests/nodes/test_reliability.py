@@ -4,7 +4,6 @@ import pytest
 
 from nodes.models import Node, NodeState
 from nodes.services import node_record_outcome, nodes_reliability_decay
-from nodes.services.reliability import decay
 from nodes.tasks import decay_reliability
 from tests.nodes.conftest import node_events
 
@@ -50,12 +49,23 @@ def test_it_takes_a_run_of_successes_to_earn_trust(node):
 def test_it_halves_the_evidence_every_half_life(node, settings):
     settings.NODE_RELIABILITY_HALF_LIFE_H = 24
     record(node, True, True, True, True, step=timedelta(0))  # alpha = 5
-    alpha, beta = decay(5.0, 1.0, 24 * 3600)
-    assert (alpha, beta) == (3.0, 1.0)
+    # The rule: prior + (evidence - prior) * 0.5 ** (elapsed / half-life); beta is at the prior.
+    alpha = 1.0 + (5.0 - 1.0) * 0.5 ** (24 / 24)
+    assert alpha == 3.0
     later = record(node, False, start=T0 + timedelta(hours=24))
     node.refresh_from_db()
-    assert node.rel_alpha == pytest.approx(3.0, abs=1e-3) and node.rel_beta == 2.0
+    assert node.rel_alpha == pytest.approx(alpha, abs=1e-3) and node.rel_beta == 2.0
     assert later.reliability == pytest.approx(0.6, abs=1e-3)
+
+
+def test_an_outcome_recorded_late_decays_nothing_and_keeps_the_clock(node, settings):
+    settings.NODE_RELIABILITY_HALF_LIFE_H = 24
+    record(node, True, True, start=T0 + timedelta(hours=24), step=timedelta(0))  # alpha = 3
+    for success in (True, False):
+        record(node, success, start=T0)  # a day before the node's last decay
+    node.refresh_from_db()
+    assert (node.rel_alpha, node.rel_beta) == (4.0, 2.0)
+    assert node.reliability_at == T0 + timedelta(hours=24)
 
 
 def test_it_cools_a_node_down_after_three_failures_in_a_row(node, settings):
