@@ -166,30 +166,17 @@ class RawAgent:
         self.count_sql, self.claim_statement = _COUNT_AND_FINISH, claim_statement
 
     def claim(self) -> tuple | None:
-        # The hub's own claim statement (`claim_statement`), then its events through the door,
-        # in one transaction that commits lazily.
+        # The hub's own claim statement (`claim_statement`), its events appended by itself, on
+        # its own: it commits lazily.
         now = datetime.now(UTC)
         sql, params, attempt = self.claim_statement(self.profile, now, lazy=True)
-        with self.conn.transaction(), self.conn.cursor() as cur:
+        self.conn.autocommit = True
+        with self.conn.cursor() as cur:
             cur.execute(sql, params)
             row = cur.fetchone()
-            if row is None or row[0] is None:  # the node moved (none do here), or no task
-                return None
-            task_id, job_id, index, attempts, version = row[:5]
-            attempt_id, job_moved = row[-2], row[-1]
-            n = self.node
-            events = [
-                (f"task:{task_id}", version, "TaskClaimed",
-                 {"task_id": task_id, "job_id": job_id, "index": index, "attempt_id": attempt_id,
-                  "attempt": attempts + 1, "node_id": n["id"],
-                  "lease_expires_at": attempt.lease_expires_at.isoformat(),
-                  "price_per_s": n["price"]},
-                 f"node:{n['id']}"),
-            ]  # fmt: skip
-            if job_moved:
-                events.append((f"job:{job_id}", None, "JobStarted", {"job_id": job_id}, "system"))
-            _append(cur, events)
-        return attempt_id, attempt.lease_token
+        if row is None or row[0] is None:  # the node moved (none do here), or no task
+            return None
+        return row[-3], attempt.lease_token
 
     def complete(self, attempt_id: int, token: str) -> None:
         n, now = self.node, datetime.now(UTC)

@@ -2,8 +2,8 @@
 
 `SELECT … FOR UPDATE OF t SKIP LOCKED` over queued tasks whose hard gates the node passes, in
 order of priority, then fit (tasks that need more VRAM first, so a big GPU takes the work only it
-can do), then age; then the attempt and the task's new state, one statement (jobs/sql/claim_*.sql),
-and its events through the ledger's door in the same transaction. Concurrent claimers skip each
+can do), then age; then the attempt, the task's new state and the claim's events through the
+ledger's door, all in one statement (jobs/sql/claim_*.sql). Concurrent claimers skip each
 other's locked rows instead of queueing behind them. A small node picks the same task
 through the queue's size classes (jobs.size_class), so that a head of work too big for it is
 not read on every claim.
@@ -13,18 +13,20 @@ import dataclasses
 import json
 import random
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from core.sql import LAZY_COMMIT, commits_alone, statement
 from jobs.models import new_lease_token
 from jobs.node_profile import NodeProfile, profile_reread
-from ledger.services import NewEvent, events_append_bulk
+from ledger.errors import VersionConflict
+from ledger.services import event_prepared
 from nodes.models import CLAIMABLE_STATES
 from nodes.signing import sign
 
@@ -183,16 +185,30 @@ def _claim_retrying(profile: NodeProfile) -> Lease | None:
     return lease
 
 
-def _claimed_payload(profile: NodeProfile, expires: datetime, **refs: Any) -> dict[str, Any]:
+# The ids of a claim's events that only its statement knows: validated as these stand-ins,
+# then written over by the statement with the task's, job's and attempt's own (claim_lease.sql).
+_STATEMENT_IDS = {"task_id": 0, "job_id": 0, "index": 0, "attempt_id": 0, "attempt": 0}
+
+
+def claim_events_params(profile: NodeProfile, expires: datetime) -> dict[str, Any]:
+    """The claim's events as its statement appends them: TaskClaimed and JobStarted, validated
+    here (ledger.services.event_prepared), the ids in them the statement's."""
+    claimed_schema, claimed = event_prepared(
+        "TaskClaimed",
+        _STATEMENT_IDS
+        | {
+            "node_id": profile.node_id,
+            "lease_expires_at": expires.isoformat(),
+            "price_per_s": profile.price_per_s,
+        },
+    )
+    started_schema, started = event_prepared("JobStarted", {"job_id": 0})
     return {
-        "task_id": refs["task_id"],
-        "job_id": refs["job_id"],
-        "index": refs["index"],
-        "attempt_id": refs["attempt_id"],
-        "attempt": refs["number"],
-        "node_id": profile.node_id,
-        "lease_expires_at": expires.isoformat(),
-        "price_per_s": profile.price_per_s,
+        "claimed_schema": claimed_schema,
+        "claimed": claimed,
+        "started_schema": started_schema,
+        "started": started,
+        "actor": f"node:{profile.node_id}",
     }
 
 
@@ -234,7 +250,8 @@ def claim_statement(
 ) -> tuple[str, dict[str, Any], NewAttempt]:
     """The claim's statement for `profile` at `now` (jobs/sql/claim_queue.sql, or
     claim_bucketed.sql for a node with size classes), its parameters, and the attempt it
-    inserts (its id and whether the job moved are the row's last two columns); `lazy` for a
+    inserts (its id, whether the job moved and how many events it appended are the row's last
+    three columns); `lazy` for a
     claim that is its own transaction, which then commits without waiting for the WAL's
     flush."""
     granted = NewAttempt(new_lease_token(), now + lease_duration())
@@ -243,46 +260,32 @@ def claim_statement(
     if sql is None:
         sql = _statements[name, lazy] = statement("jobs", name) + (_LAZY_COMMIT if lazy else "")
     pick_params = bucketed_params if profile.size_classes else claim_params
-    params = pick_params(profile, now) | {
-        "lease_token": granted.lease_token,
-        "lease_expires_at": granted.lease_expires_at,
-    }
+    params = (
+        pick_params(profile, now)
+        | {"lease_token": granted.lease_token, "lease_expires_at": granted.lease_expires_at}
+        | claim_events_params(profile, granted.lease_expires_at)
+    )
     return sql, params, granted
 
 
 def _claim(profile: NodeProfile, now: datetime) -> Lease | None:
-    """One claim's transaction: the statement, then TaskClaimed at the task's version before
-    the claim and, when the job moved, JobStarted at its stream's end, in one append.
-    NodeMoved when the statement found the node no longer as `profile` says."""
-    sql, params, granted = claim_statement(profile, now, lazy=commits_alone())
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            row = cursor.fetchone()
-        if row is None:
-            raise NodeMoved(profile.node_id)
-        if row[0] is None:
-            return None
-        attempt_id, job_moved = row[-2], row[-1]
-        task_id, job_id, index, attempts, version = row[:5]
-        events = [
-            NewEvent(
-                f"task:{task_id}",
-                "TaskClaimed",
-                _claimed_payload(
-                    profile,
-                    granted.lease_expires_at,
-                    task_id=task_id,
-                    job_id=job_id,
-                    index=index,
-                    attempt_id=attempt_id,
-                    number=attempts + 1,
-                ),
-                f"node:{profile.node_id}",
-                expected_version=version,
-            )
-        ]
-        if job_moved:
-            events.append(NewEvent(f"job:{job_id}", "JobStarted", {"job_id": job_id}, "system"))
-        events_append_bulk(events, recorded_at=now)
-    return _lease(row, attempt_id, granted.lease_token, granted.lease_expires_at, now)
+    """One claim: its statement, which leases and appends the claim's events (claim_lease.sql).
+    Alone, it is its own transaction and commits lazily; in a caller's transaction, a savepoint
+    of it. NodeMoved when the statement found the node no longer as `profile` says;
+    VersionConflict when the task's stream had moved past the version its row says."""
+    alone = commits_alone()
+    sql, params, granted = claim_statement(profile, now, lazy=alone)
+    with nullcontext() if alone else transaction.atomic():
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(sql, params)
+                row = cursor.fetchone()
+        except IntegrityError:
+            if not alone:
+                transaction.set_rollback(True)
+            raise VersionConflict("a task's stream moved while it was being claimed") from None
+    if row is None:
+        raise NodeMoved(profile.node_id)
+    if row[0] is None:
+        return None
+    return _lease(row, row[-3], granted.lease_token, granted.lease_expires_at, now)

@@ -15,7 +15,14 @@ from hypothesis import strategies as st
 from core.sql import statement
 from jobs import claim as claim_module
 from jobs.billing import NodePrice
-from jobs.claim import BUCKETED_CLAIM, QUEUE_CLAIM, bucketed_params, claim_statement, task_claim
+from jobs.claim import (
+    BUCKETED_CLAIM,
+    QUEUE_CLAIM,
+    bucketed_params,
+    claim_events_params,
+    claim_statement,
+    task_claim,
+)
 from jobs.models import Task
 from jobs.node_profile import NodeProfile, profile_for
 from jobs.size_class import BUCKETED_MAX, GPU_FLAG, node_size_classes, task_size_class
@@ -105,12 +112,13 @@ def _small(
     )
 
 
-def _pick(name: str, params: dict) -> int | None:
+def _pick(name: str, params: dict, profile: NodeProfile) -> int | None:
     """The task the claim statement `name` takes with `params`, the claim rolled back."""
     lease = {"lease_token": "t", "lease_expires_at": params["now"]}
+    events = claim_events_params(profile, params["now"])
     with transaction.atomic():
         with connection.cursor() as cursor:
-            cursor.execute(statement("jobs", name), params | lease)
+            cursor.execute(statement("jobs", name), params | lease | events)
             row = cursor.fetchone()
         transaction.set_rollback(True)
     assert row is not None, "the statement found the node moved since its profile was read"
@@ -246,10 +254,10 @@ def test_a_small_nodes_pick_is_the_queues_own_order(alice, bob):
         )
         assert profile.size_classes is not None
         params = bucketed_params(profile, now)
-        expected = _pick(QUEUE_CLAIM, params)
-        assert _pick(BUCKETED_CLAIM, params) == expected
+        expected = _pick(QUEUE_CLAIM, params, profile)
+        assert _pick(BUCKETED_CLAIM, params, profile) == expected
         found += expected is not None
-        head = _pick(QUEUE_CLAIM, params | {"cores": 1024, "ram": 1 << 30})
+        head = _pick(QUEUE_CLAIM, params | {"cores": 1024, "ram": 1 << 30}, profile)
         passed_over += expected is not None and head != expected
     # The comparison meant something: most nodes found work, and most of those had to pass
     # over bigger work ahead of it.
@@ -289,7 +297,8 @@ def test_the_bucketed_pick_reads_the_class_index(alice):
         params = bucketed_params(profile, timezone.now())
         cursor.execute("SET LOCAL enable_seqscan = off")  # a six-row table: force the choice
         lease = {"lease_token": "t", "lease_expires_at": timezone.now()}
-        cursor.execute("EXPLAIN " + statement("jobs", BUCKETED_CLAIM), params | lease)
+        events = claim_events_params(profile, timezone.now())
+        cursor.execute("EXPLAIN " + statement("jobs", BUCKETED_CLAIM), params | lease | events)
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "task_claim_bucket" in plan
 
