@@ -208,7 +208,7 @@ class RawAgent:
                     "pa": 1.0,
                     "pb": 1.0,
                     "success": True,
-                    "id": n["id"],
+                    "node": n["id"],
                 },
             )
             cur.execute(

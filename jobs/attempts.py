@@ -31,7 +31,7 @@ from jobs.models import (
     TaskState,
 )
 from ledger.services import NewEvent, event_append, event_prepared, event_write_refused
-from nodes.services import node_record_outcome
+from nodes.services import outcome_params
 
 TAIL_CHARS = 64 * 1024
 
@@ -141,8 +141,9 @@ def _succeed(
 ) -> None:
     """The node's reliability (its row first: docs/architecture.md, "Lock order"), then the
     attempt, its task and AttemptSucceeded at the task version read before the compare-and-set,
-    in one statement (jobs/sql/succeed.sql), the event through the ledger's door."""
-    node_record_outcome(node_id=fenced.node_id, success=True, now=now)
+    in one statement (jobs/sql/succeed.sql): the reliability through the nodes app's function,
+    the event through the ledger's door."""
+    outcome = outcome_params(node_id=fenced.node_id, success=True, now=now)
     args = _task_event_args(fenced, "AttemptSucceeded", f"node:{fenced.node_id}", event_fields)
     event = NewEvent(**args)
     schema_version, payload = event_prepared(event.type, event.payload)
@@ -160,7 +161,7 @@ def _succeed(
         "payload": payload,
         "actor": event.actor,
         "expected": event.expected_version,
-    }
+    } | {f"rel_{name}": outcome[name] for name in ("node", "pa", "pb", "half")}
     try:
         with connection.cursor() as cursor:
             cursor.execute(statement("jobs", "succeed"), params | values)

@@ -17,6 +17,7 @@ from nodes.services.reliability import (
     Outcome,
     node_record_outcome,
     nodes_reliability_decay,
+    outcome_params,
 )
 
 __all__ = [
@@ -35,4 +36,5 @@ __all__ = [
     "node_update",
     "nodes_reap",
     "nodes_reliability_decay",
+    "outcome_params",
 ]

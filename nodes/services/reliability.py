@@ -10,6 +10,7 @@ which both the recording of an outcome and the periodic decay call.
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -82,18 +83,23 @@ def node_record_outcome(
     return Outcome(node.reliability, node.cooldown_until, quarantined)
 
 
-def _record(node_id: int, *, success: bool, now: datetime) -> tuple[float, datetime | None]:
-    """The outcome counted into the node's decayed evidence, in one UPDATE
-    (nodes/sql/record_outcome.sql): its new reliability and its cooldown_until.
-    Node.DoesNotExist when it has no row."""
-    params = {
+def outcome_params(*, node_id: int, success: bool, now: datetime) -> dict[str, Any]:
+    """The parameters of an outcome's call to node_outcome_record (nodes/sql/record_outcome.sql,
+    and a success's statement of the jobs app, which calls the function itself)."""
+    return {
+        "node": node_id,
+        "success": success,
         "now": now,
         "half": half_life_s(),
         "pa": PRIOR_ALPHA,
         "pb": PRIOR_BETA,
-        "success": success,
-        "id": node_id,
     }
+
+
+def _record(node_id: int, *, success: bool, now: datetime) -> tuple[float, datetime | None]:
+    """The outcome counted into the node's decayed evidence (node_outcome_record): its new
+    reliability and its cooldown_until. Node.DoesNotExist when it has no row."""
+    params = outcome_params(node_id=node_id, success=success, now=now)
     with connection.cursor() as cursor:
         cursor.execute(statement("nodes", "record_outcome"), params)
         row = cursor.fetchone()
