@@ -51,6 +51,19 @@ def test_it_authenticates_an_agent_key_in_one_query(bob, django_assert_num_queri
         assert user.username == "bob"
 
 
+def test_the_node_an_agent_key_yields_is_the_one_the_orm_loads(bob):
+    # Made from the key lookup's own row (nodes/sql/agent_key_node.sql): every field must hold
+    # what the ORM's load holds, JSON fields parsed, and the instance must be a saved one.
+    node, key = register_node(bob)
+    assert beat(client_with_key(key)).status_code == 200  # load, GPU state: JSON filled in
+    _, made = resolve_agent_key(key)
+    loaded = Node.objects.get(pk=node.pk)
+    for field in Node._meta.concrete_fields:
+        assert getattr(made, field.attname) == getattr(loaded, field.attname), field.name
+    assert isinstance(made.capabilities, dict) and made.capabilities
+    assert (made._state.adding, made._state.db) == (False, "default")
+
+
 @pytest.mark.parametrize(("user", "role"), [("alice", "submitter"), ("carol", "finance")])
 def test_it_registers_nodes_only_for_operator_keys(request, user, role):
     person = request.getfixturevalue(user)
