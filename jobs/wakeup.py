@@ -25,6 +25,7 @@ _ENDS = b"end:"
 # How long a node's claims-end is remembered: longer than any claim waits (the claim's `wait`
 # is at most 30 s), so that a claim that looked before the end and waits after it still sees it.
 _ENDS_KEPT_S = 60.0
+_PRUNE_FROM = 1024
 
 
 class Mark(NamedTuple):
@@ -41,6 +42,9 @@ class _Waker:
         self._end_seq = 0
         # node id → (sequence number of its last claims-end, monotonic time of it)
         self._ends: dict[int, tuple[int, float]] = {}
+        # Forgetting old ends walks them all: done only once they have doubled since the last
+        # time, so a reaper's batches of thousands cost each end O(1).
+        self._prune_at = _PRUNE_FROM
         self._fresh_locks()
 
     def _fresh_locks(self) -> None:
@@ -68,10 +72,11 @@ class _Waker:
             self._end_seq += 1
             for node_id in node_ids:
                 self._ends[node_id] = (self._end_seq, now)
-            if len(self._ends) > 1024:  # forget ends no waiter can still be waiting across
+            if len(self._ends) > self._prune_at:  # ends no waiter can still be waiting across
                 self._ends = {
                     n: end for n, end in self._ends.items() if now - end[1] < _ENDS_KEPT_S
                 }
+                self._prune_at = max(_PRUNE_FROM, 2 * len(self._ends))
             self._cond.notify_all()
 
     def _ended(self, node_id: int) -> int | None:
