@@ -16,6 +16,7 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cache
 from typing import Any
 
 from django.conf import settings
@@ -202,7 +203,7 @@ def claim_events_params(profile: NodeProfile, expires: datetime) -> dict[str, An
             "price_per_s": profile.price_per_s,
         },
     )
-    started_schema, started = event_prepared("JobStarted", {"job_id": 0})
+    started_schema, started = _started_prepared()
     return {
         "claimed_schema": claimed_schema,
         "claimed": claimed,
@@ -210,6 +211,13 @@ def claim_events_params(profile: NodeProfile, expires: datetime) -> dict[str, An
         "started": started,
         "actor": f"node:{profile.node_id}",
     }
+
+
+@cache
+def _started_prepared() -> tuple[int, str]:
+    """JobStarted as every claim's statement appends it (its job id the statement's): the same
+    payload each time, so validated once."""
+    return event_prepared("JobStarted", {"job_id": 0})
 
 
 def _lease(row: tuple, attempt_id: int, token: str, expires: datetime, now: datetime) -> Lease:

@@ -58,8 +58,7 @@ class _Waker:
 
     def mark(self, node_id: int) -> Mark:
         """Take before looking for work; wait() then returns at any wake-up after it."""
-        ended = self._ends.get(node_id)
-        return Mark(self._generation, ended[0] if ended else None)
+        return Mark(self._generation, self._ended(node_id))
 
     def wake_local(self) -> None:
         with self._cond:
