@@ -6,20 +6,14 @@
 -- transaction holds, a heartbeat or a second reaper, is left to it; a row changed since the
 -- statement began is read again and must still be due).
 -- Fencing: compare-and-set on the state it was picked in; each move bumps event_version, the
--- version its NodeStateChanged event then takes through the ledger's door (reap_append.sql,
--- the same statement).
--- The UPDATE finds its rows by primary key (= ANY(ARRAY(...))): a join would scan the whole
--- table once per batch.
+-- version its NodeStateChanged event then takes through the ledger's door (reap_move.sql and
+-- reap_append.sql, the same statement).
 -- Returns the ids of the nodes that moved.
 WITH due AS (
     SELECT id, state FROM nodes_node
      WHERE state = ANY(%(live)s::varchar[]) AND degraded_after < %(now)s
        AND offline_after >= %(now)s
      LIMIT %(limit)s FOR UPDATE SKIP LOCKED
-), moved AS (
-    UPDATE nodes_node SET state = %(to)s, state_changed_at = %(now)s,
-           event_version = event_version + 1
-     WHERE id = ANY(ARRAY(SELECT id FROM due)) AND state = ANY(%(live)s::varchar[])
-    RETURNING id, event_version
 ),
+\i reap_move
 \i reap_append
