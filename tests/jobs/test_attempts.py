@@ -324,13 +324,31 @@ def test_the_detail_and_timeline_come_from_the_tables_and_the_log(leased, submit
     assert types == ["JobSubmitted", "TaskClaimed", "JobStarted", "AttemptSucceeded", "JobFinished"]
 
 
+def _completion_refused_changing_nothing(node, lease, error: type[Exception]) -> None:
+    """Complete the lease, expecting `error`; the node's reliability and the event log must be
+    as they were."""
+    from jobs import attempts
+    from nodes.models import Node
+
+    before = Node.objects.values_list("rel_alpha", "reliability_at").get(pk=node.pk)
+    events = Event.objects.count()
+    with pytest.raises(error):
+        attempts.attempt_complete(
+            attempt_id=lease["attempt_id"],
+            token=lease["lease_token"],
+            node_id=node.pk,
+            exit_code=0,
+        )
+    assert Node.objects.values_list("rel_alpha", "reliability_at").get(pk=node.pk) == before
+    assert Event.objects.count() == events
+
+
 def test_a_completion_that_loses_its_compare_and_set_changes_nothing(leased, monkeypatch):
     # The lease ends between the fenced read and the write (a reaper got there first): the
     # completion's transaction (the node's reliability first, then the attempt and its task)
     # must leave everything as it was, that reliability included.
     from jobs import attempts
     from jobs.errors import StaleLease
-    from nodes.models import Node
 
     _, node, _, lease = leased
     read = attempts._read
@@ -341,17 +359,7 @@ def test_a_completion_that_loses_its_compare_and_set_changes_nothing(leased, mon
         return fenced
 
     monkeypatch.setattr(attempts, "_read", read_then_lose)
-    before = Node.objects.values_list("rel_alpha", "reliability_at").get(pk=node.pk)
-    events = Event.objects.count()
-    with pytest.raises(StaleLease):
-        attempts.attempt_complete(
-            attempt_id=lease["attempt_id"],
-            token=lease["lease_token"],
-            node_id=node.pk,
-            exit_code=0,
-        )
-    assert Node.objects.values_list("rel_alpha", "reliability_at").get(pk=node.pk) == before
-    assert Event.objects.count() == events
+    _completion_refused_changing_nothing(node, lease, StaleLease)
     assert Task.objects.get().state == "leased"
 
 
@@ -359,24 +367,12 @@ def test_a_completion_whose_event_meets_a_taken_version_changes_nothing(leased):
     # AttemptSucceeded goes through the ledger's door at the task's version as read before the
     # compare-and-set: a version someone else took rolls the whole completion back, the node's
     # reliability, the attempt and the task with it.
-    from jobs import attempts
     from ledger.errors import VersionConflict
-    from nodes.models import Node
     from tests.ledger.helpers import append
 
     _, node, _, lease = leased
     task = Task.objects.get()
     append(f"task:{task.pk}", memo="in the way", expected_version=task.version)
-    before = Node.objects.values_list("rel_alpha", "reliability_at").get(pk=node.pk)
-    events = Event.objects.count()
-    with pytest.raises(VersionConflict):
-        attempts.attempt_complete(
-            attempt_id=lease["attempt_id"],
-            token=lease["lease_token"],
-            node_id=node.pk,
-            exit_code=0,
-        )
-    assert Node.objects.values_list("rel_alpha", "reliability_at").get(pk=node.pk) == before
-    assert Event.objects.count() == events
+    _completion_refused_changing_nothing(node, lease, VersionConflict)
     assert Attempt.objects.get().state == "leased"
     assert Task.objects.get().state == "leased"

@@ -285,6 +285,7 @@ def test_the_claims_attempt_row_is_the_one_the_orm_would_store(submitter, bob):
             assert getattr(stored, field.attname) == getattr(expected, field.attname), field.name
     price = node_price(node).per_s
     assert (stored.node_id, stored.state, stored.price_per_s) == (node.pk, "leased", price)
+    assert (stored.number, stored.lease_token) == (1, lease["lease_token"])
 
 
 def test_a_waiting_claim_gets_a_requeued_task_when_its_backoff_ends(
@@ -342,26 +343,3 @@ def test_it_accepts_a_claim_without_a_wait_or_with_none_to_speak_of(submitter, b
     response = agent.post("/api/v1/agent/claim", body, format="json")
     assert response.status_code == 200, response.content[:300]
     assert response.json()["attempt_id"] == Attempt.objects.get().pk
-
-
-@pytest.mark.postgres
-def test_a_claimed_attempt_is_the_row_the_orm_would_write(submitter, bob):
-    # The claim's statement (jobs/sql/claim_*.sql) writes the attempt's columns by name: every
-    # column it does not set from the claim holds the model's default, as save() stores it.
-    from jobs.models import Attempt as Model
-
-    submit(submitter)
-    node, agent = online_node(bob)
-    lease = claim(agent).json()
-    attempt = Model.objects.get(pk=lease["attempt_id"])
-    fresh = Model()
-    set_by_claim = {"id", "task", "node", "number", "lease_token", "leased_at",
-                    "lease_expires_at", "price_per_s"}  # fmt: skip
-    for field in Model._meta.concrete_fields:
-        if field.name not in set_by_claim:
-            assert getattr(attempt, field.attname) == getattr(fresh, field.attname), field.name
-    assert (attempt.node_id, attempt.number, attempt.lease_token) == (
-        node.pk,
-        1,
-        lease["lease_token"],
-    )
