@@ -113,7 +113,8 @@ class NodePrice:
     spot_seen: int  # the spot row's price; 0 when the market had not priced the pair
 
 
-# (region, tier) → (monotonic deadline, (spot price, the row's price or 0)): per process.
+# The spot market (region, tier) → (monotonic deadline, (spot price, the row's price or 0)):
+# per process.
 _spot_cache: dict[tuple[str, str], tuple[float, tuple[int, int]]] = {}
 
 
@@ -122,15 +123,14 @@ def node_price(node: Node, *, fresh: bool = False) -> NodePrice:
     hot path and the market moves once a minute: each process keeps a spot price a few seconds
     (in memory; a shared cache would cost a round trip per claim), and the claim's statement
     checks it is still the market's (jobs/sql/claim_node.sql), reading it `fresh` if not."""
-    key = (node.region, node.tier)
+    region, tier = pricing.spot_market(region=node.region, tier=node.tier)
     now = time.monotonic()
-    cached = _spot_cache.get(key)
+    cached = _spot_cache.get((region, tier))
     if fresh or cached is None or cached[0] <= now:
-        spot = pricing.spot_price_read(region=node.region, tier=node.tier)
-        _spot_cache[key] = (now + _PRICE_CACHE_S, spot)
+        spot = pricing.spot_price_read(region=region, tier=tier)
+        _spot_cache[region, tier] = (now + _PRICE_CACHE_S, spot)
     else:
         spot = cached[1]
-    region, tier = pricing.spot_market(region=node.region, tier=node.tier)
     per_s = quotes.node_price(spot_per_s_minor=spot[0], floor_per_s_minor=node.price_floor or 0)
     return NodePrice(per_s, region, tier, spot[1])
 
