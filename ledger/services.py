@@ -364,14 +364,14 @@ def _entry_post_at_once(*, kind: str, legs: Sequence[Leg], new: NewEvent) -> Ent
     moves as one statement (`writes.entry_post_at_once`), in the order the separate statements
     take: the event, the entry and postings, then the balances in id order. A floor the
     statement finds crossed leaves the transaction to roll back, as `_move_balances` does."""
-    schema_version = registry.validate(new.type, new.payload).schema_version
+    schema_version, payload_json = event_prepared(new.type, new.payload)
     moves = [(account, delta) for account, delta in _deltas(legs) if account.projected]
     at = timezone.now()
     try:
         appended, entry_id, moved = writes.entry_post_at_once(
             new=new,
             schema_version=schema_version,
-            payload_json=json.dumps(new.payload),
+            payload_json=payload_json,
             recorded_at=at,
             kind=kind,
             legs=legs,
