@@ -17,6 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.api.bodies import validated
 from core.api.permissions import IsSubmitter
 from jobs import attempts as attempt_services
 from jobs.claim import Lease, claim_current, task_claim
@@ -262,9 +263,8 @@ class ClaimApi(APIView):
         summary="Lease the next task this node can run (long-poll with wait)",
     )
     def post(self, request: Request) -> Response:
-        data = ClaimIn(data=request.data)
-        data.is_valid(raise_exception=True)
-        lease = claim_with_wait(request.auth, data.validated_data["wait"])
+        wait = validated(ClaimIn, request.data)["wait"]
+        lease = claim_with_wait(request.auth, wait)
         if lease is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
         return Response(lease.as_payload())
@@ -275,9 +275,7 @@ class _AttemptApi(APIView):
     serializer_class = ProgressIn
 
     def _valid(self, request: Request) -> dict:
-        data = self.serializer_class(data=request.data)
-        data.is_valid(raise_exception=True)
-        return data.validated_data
+        return validated(self.serializer_class, request.data)
 
 
 class ProgressApi(_AttemptApi):

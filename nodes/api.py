@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.api.bodies import validated
 from core.api.pagination import DefaultPagination
 from core.api.permissions import IsOperator
 from ledger.models import Event
@@ -138,9 +139,7 @@ class AgentHeartbeatApi(APIView):
 
     @extend_schema(request=HeartbeatIn, responses=HeartbeatOut, summary="Agent heartbeat")
     def post(self, request: Request) -> Response:
-        checked = HeartbeatIn(data=request.data)
-        checked.is_valid(raise_exception=True)
-        body = checked.validated_data
+        body = validated(HeartbeatIn, request.data)
         reply = node_heartbeat(
             node=request.auth,
             status=body["status"],
