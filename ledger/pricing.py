@@ -10,7 +10,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from core.errors import ConflictError, DomainError
@@ -145,12 +145,6 @@ def known_regions(when: datetime | None = None) -> list[str]:
     return sorted(rules_at(when).regions)
 
 
-# The book in force at a moment (one parameter): the latest `effective_from` at or before it.
-BOOK_IN_FORCE_SQL = (
-    "FROM ledger_pricebook b WHERE b.effective_from <= %s ORDER BY b.effective_from DESC LIMIT 1"
-)
-
-
 @dataclass(frozen=True)
 class Fee:
     version: int
@@ -158,16 +152,16 @@ class Fee:
 
 
 def fee_at(when: datetime) -> Fee:
-    """The platform fee of the book in force at `when` and that book's version: all a
-    settlement needs of it, in one hand-written statement (every task pays it)."""
+    """The platform fee of the book in force at `when` (the latest effective at or before it)
+    and that book's version."""
     if timezone.is_naive(when):
         raise ValueError("fee_at needs a timezone-aware datetime")
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT b.id, b.platform_fee_bps {BOOK_IN_FORCE_SQL}",
-            [connection.ops.adapt_datetimefield_value(when)],
-        )
-        row = cursor.fetchone()
+    row = (
+        PriceBook.objects.filter(effective_from__lte=when)
+        .order_by("-effective_from")
+        .values_list("id", "platform_fee_bps")
+        .first()
+    )
     if row is None:
         raise NoRulesInForce(f"no price book is in force at {when.isoformat()}")
     return Fee(version=row[0], platform_fee_bps=row[1])

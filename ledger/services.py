@@ -101,11 +101,17 @@ def _event_of(new: NewEvent, appended: Appended, at: datetime) -> Event:
         fingerprint=appended.fingerprint,
         recorded_at=at,
     )
-    event.pk = appended.id
-    event._state.adding = False
-    event._state.db = connection.alias
     event.replayed = False
-    return event
+    return _as_saved(event, appended.id)
+
+
+def _as_saved(instance: Any, pk: int) -> Any:
+    """A model instance the ledger's own statement has just written, as the ORM leaves one it
+    saved: its primary key set, no longer `adding`."""
+    instance.pk = pk
+    instance._state.adding = False
+    instance._state.db = connection.alias
+    return instance
 
 
 def _replayed(stream: str, type: str, payload: dict[str, Any], key: str) -> Event | None:
@@ -287,22 +293,6 @@ def _deltas(legs: Sequence[Leg]) -> list[tuple[Account, int]]:
     return [(by_id[i], deltas[i]) for i in sorted(deltas) if deltas[i]]
 
 
-def _move_balances(legs: Sequence[Leg]) -> None:
-    """Apply the legs to projected balances, locking rows in id order (no deadlocks).
-
-    The UPDATE takes the row lock and checks the floor in one statement, so two concurrent
-    debits can never both pass a check made on a stale read.
-    """
-    for account, delta in _deltas(legs):
-        if not account.projected:
-            if delta < 0 and not account.allow_negative:
-                _check_derived_floor(account)
-            continue
-        if not writes.balance_add(account.id, delta):
-            transaction.set_rollback(True)
-            raise InsufficientFunds(f"account {account.code} cannot go below zero (needs {-delta})")
-
-
 def _check_derived_floor(account: Account) -> None:
     """A debit from an unprojected account: lock its row, then sum its postings (this entry's
     included). Credits take no lock, so settlements never queue here; debits are rare."""
@@ -324,7 +314,10 @@ def entry_post(
     idempotency_key: str | None = None,
     key_checked: bool = False,
 ) -> Entry:
-    """Record a balanced entry: its event (with the postings in the payload), postings, balances.
+    """Record a balanced entry: its event (with the postings in the payload), the entry, its
+    postings and the projected balances, in one call of the ledger's `ledger_post`
+    (ledger/sql/post.sql), in the caller's transaction; a debit that would take a balance below
+    its floor raises InsufficientFunds and leaves the transaction to roll back.
 
     A replayed idempotency key returns the original entry and moves nothing.
     """
@@ -341,53 +334,33 @@ def entry_post(
         if original is not None:
             return Entry.objects.get(event=original)
     new = NewEvent(stream, event_type, full_payload, actor, expected_version, idempotency_key)
-    if not _debits_derived(legs):
-        return _entry_post_at_once(kind=kind, legs=legs, new=new)
-    at = timezone.now()
-    (appended,) = events_append_bulk([new], recorded_at=at)
-    entry = writes.entry_insert(event=_event_of(new, appended, at), kind=kind, legs=legs)
-    _move_balances(legs)
-    return entry
-
-
-def _debits_derived(legs: Sequence[Leg]) -> bool:
-    """Whether a leg debits an unprojected account that must not go negative: its floor is a
-    sum of postings, checked under a lock of its own (`_check_derived_floor`)."""
-    return any(
-        leg.amount < 0 and not leg.account.projected and not leg.account.allow_negative
-        for leg in legs
-    )
-
-
-def _entry_post_at_once(*, kind: str, legs: Sequence[Leg], new: NewEvent) -> Entry:
-    """The event (through the log's `ledger_append`), the entry, its postings and the balance
-    moves as one statement (`writes.entry_post_at_once`), in the order the separate statements
-    take: the event, the entry and postings, then the balances in id order. A floor the
-    statement finds crossed leaves the transaction to roll back, as `_move_balances` does."""
     schema_version, payload_json = event_prepared(new.type, new.payload)
-    moves = [(account, delta) for account, delta in _deltas(legs) if account.projected]
+    deltas = _deltas(legs)
+    moves = [(account, delta) for account, delta in deltas if account.projected]
     at = timezone.now()
     try:
-        appended, entry_id, moved = writes.entry_post_at_once(
-            new=new,
-            schema_version=schema_version,
-            payload_json=payload_json,
+        *appended, entry_id, moved = writes.entry_post(
+            event=(new.stream, new.type, schema_version, payload_json, new.actor,
+                   new.expected_version, new.idempotency_key),
             recorded_at=at,
             kind=kind,
-            legs=legs,
-            moves=[(a.id, d) for a, d in moves],
-        )
+            postings=[(leg.account.pk, leg.amount, leg.account.currency) for leg in legs],
+            moves=[(account.pk, delta) for account, delta in moves],
+        )  # fmt: skip
     except IntegrityError as exc:
         event_write_refused(exc, [new])
     if moved < len(moves):
         transaction.set_rollback(True)
         account, delta = moves[moved]
         raise InsufficientFunds(f"account {account.code} cannot go below zero (needs {-delta})")
+    # Debits from unprojected accounts that must not go negative: their floor is a sum of
+    # postings (this entry's included), checked under a lock of their own after the projected
+    # moves, in id order; credits to them take no lock, so settlements never queue here.
+    for account, delta in deltas:
+        if not account.projected and delta < 0 and not account.allow_negative:
+            _check_derived_floor(account)
     entry = Entry(event=_event_of(new, Appended(*appended), at), kind=kind, created_at=at)
-    entry.pk = entry_id
-    entry._state.adding = False
-    entry._state.db = connection.alias
-    return entry
+    return _as_saved(entry, entry_id)
 
 
 def transfer(

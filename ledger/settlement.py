@@ -21,6 +21,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
+from core.sql import statement
 from ledger import quotes, writes
 from ledger.accounts import (
     REVENUE,
@@ -33,7 +34,6 @@ from ledger.accounts import (
 from ledger.errors import DomainError, IdempotencyConflict, InsufficientFunds
 from ledger.models import Account, AccountKind, Entry, Event
 from ledger.pricing import (
-    BOOK_IN_FORCE_SQL,
     DEFAULT_JOB_KIND,
     Fee,
     NoRulesInForce,
@@ -300,22 +300,6 @@ def attempt_settle(
         )
 
 
-def _columns(alias: str) -> str:
-    return ", ".join(f"{alias}.{c}" for c in writes.ACCOUNT_COLUMNS)
-
-
-# The hold (locked), the fee of the book in force, and the two accounts a charge credits (read
-# only: their codes, kinds and flags never change, and their balances move by relative UPDATEs).
-_HOLD_LOCK = f"""
-SELECT {_columns("h")}, {_columns("e")}, {_columns("r")},
-       (SELECT b.id {BOOK_IN_FORCE_SQL}), (SELECT b.platform_fee_bps {BOOK_IN_FORCE_SQL})
-  FROM ledger_account h
-  LEFT JOIN ledger_account e ON e.code = %s
-  LEFT JOIN ledger_account r ON r.code = %s
- WHERE h.code = %s
-"""  # noqa: S608 - column names are ours
-
-
 @dataclass(frozen=True)
 class _Locked:
     held: Account | None
@@ -331,24 +315,24 @@ def _lock_hold(*, job_id: int, operator_id: int, key: str, when: datetime, fresh
     unless the caller knows it cannot be (`fresh`). That lookup must be a statement of its own:
     one that waited for the lock still reads with the snapshot it started with, and would miss
     the twin it waited for."""
-    sql = _HOLD_LOCK + " FOR UPDATE OF h"
-    at = when
+    names = {
+        "held": job_held_code(job_id),
+        "earnings": earnings_code(operator_id),
+        "revenue": REVENUE,
+        "at": when,
+    }
     with connection.cursor() as cursor:
-        cursor.execute(sql, [at, at, earnings_code(operator_id), REVENUE, job_held_code(job_id)])
+        cursor.execute(statement("ledger", "hold_lock"), names)
         row = cursor.fetchone()
-    settled_id = None if fresh else writes.event_id_by_key(key)
+    settled_id = None
+    if not fresh:
+        settled_id = Event.objects.filter(idempotency_key=key).values_list("pk", flat=True).first()
     if row is None:  # nothing was ever held for this job
         return _Locked(None, settled_id, fee_at(when))
-    width = len(writes.ACCOUNT_COLUMNS)
-    book_id, fee_bps = row[3 * width :]
+    book_id, fee_bps = row[-2:]
     if book_id is None:
         raise NoRulesInForce(f"no price book is in force at {when.isoformat()}")
-    held, earnings, revenue = (
-        writes.account_from_row(row[i * width : (i + 1) * width])
-        if row[i * width] is not None
-        else None
-        for i in range(3)
-    )
+    held, earnings, revenue = writes.accounts_from_row(row, 3)
     return _Locked(held, settled_id, Fee(book_id, fee_bps), earnings, revenue)
 
 
