@@ -1,5 +1,7 @@
+import json
+
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 
 from ledger.errors import IdempotencyConflict, ImmutableRecord, InvalidEvent, VersionConflict
 from ledger.models import Event
@@ -127,6 +129,28 @@ def test_an_appended_event_carries_the_logs_fingerprint_of_its_request(stream, p
         fingerprint(stream, "TestAnything", {**payload, "extra": 1}),
     }
     assert event.fingerprint not in others and len(others) == 3
+
+
+@pytest.mark.parametrize(
+    ("stream", "type_", "payload"),
+    [
+        ("node:7", "NodeStateChanged", {"from": "online", "to": "offline"}),
+        ('t:"q"\\ \n\t\u0001 ünï ☃ 𝄞', 'T"y\\pe', {'k"ey': "v?"}),
+        ("j:1", "T", {"b": [1.50, -0.0, 1e300, None, True, {}], "a": {"": ""}, "ab": "\u007f"}),
+        ("", "", {}),
+    ],
+)
+def test_the_fingerprint_hashes_the_jsonb_text_of_stream_type_and_payload(stream, type_, payload):
+    # Every fingerprint ever written is the hash of this text: the rule may be written another
+    # way, never changed.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT encode(sha256(convert_to(jsonb_build_array(%s::text, %s::text, %s::jsonb)"
+            "::text, 'UTF8')), 'hex')",
+            [stream, type_, json.dumps(payload)],
+        )
+        (expected,) = cursor.fetchone()
+    assert fingerprint(stream, type_, payload) == expected
 
 
 def test_a_replayed_key_is_told_from_a_reuse_by_stream_and_payload():
