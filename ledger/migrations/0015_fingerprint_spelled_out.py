@@ -1,5 +1,6 @@
 """`ledger_fingerprint` writes the text it hashes piece by piece (the same text), and
-`ledger_append` numbers a stream's events in a byte-order partition (ledger/sql/append.sql)."""
+`ledger_append` numbers a stream's events in a byte-order partition; the fingerprint is STABLE, so
+that it is inlined (ledger/sql/append.sql)."""
 
 from pathlib import Path
 
