@@ -10,10 +10,13 @@ moved_from AS MATERIALIZED (
     SELECT moved.id, moved.event_version, due.state
       FROM moved JOIN due ON due.id = moved.id
 ), batch AS (
-    SELECT array_agg('node:' || f.id ORDER BY f.id) AS streams,
-           array_agg((%(payloads)s::jsonb[])[array_position(%(live)s::varchar[], f.state)]
-                     ORDER BY f.id) AS payloads,
-           array_agg(f.event_version - 1 ORDER BY f.id) AS expected,
+    -- The aggregates of one aggregation read the same rows in the same order, so the arrays
+    -- line up element by element (an ORDER BY in each would sort the batch once per array;
+    -- the events of different streams need no order among them).
+    SELECT array_agg('node:' || f.id) AS streams,
+           array_agg((%(payloads)s::jsonb[])[array_position(%(live)s::varchar[], f.state)])
+             AS payloads,
+           array_agg(f.event_version - 1) AS expected,
            count(*)::int AS n
       FROM moved_from f
 ), appended AS (
@@ -25,4 +28,4 @@ moved_from AS MATERIALIZED (
                                  batch.expected, array_fill(NULL::text, ARRAY[batch.n]),
                                  %(now)s)
 )
-SELECT f.id FROM moved_from f, appended ORDER BY f.id
+SELECT f.id FROM moved_from f, appended
