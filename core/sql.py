@@ -37,13 +37,8 @@ def statement(app: str, name: str) -> str:
     return " ".join(" ".join(lines).split())
 
 
-# A subquery that turns off the wait for the WAL's flush for the transaction of the statement
-# that holds it, and no further (`set_config(…, true)`): written into a statement that is its
-# own transaction (`commits_alone`), so that it commits without that wait.
-LAZY_COMMIT = "(SELECT set_config('synchronous_commit', 'off', true))"
-
-
 def commits_alone() -> bool:
-    """Whether a statement run now is its own transaction: never a caller's
-    (atomic, or autocommit off), whose other writes did not agree to a lazy commit."""
+    """Whether a statement run now is its own transaction: never a caller's (atomic, or
+    autocommit off), whose other writes did not agree to a lazy commit. A statement that may
+    commit lazily passes it to `commit_lazily` (core/sql/commit_lazily.sql)."""
     return connection.get_autocommit() and not connection.in_atomic_block

@@ -23,7 +23,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from core.sql import LAZY_COMMIT, commits_alone, statement
+from core.sql import commits_alone, statement
 from jobs.models import new_lease_token
 from jobs.node_profile import NodeProfile, profile_reread
 from ledger.errors import VersionConflict
@@ -229,15 +229,14 @@ def _lease(row: tuple, attempt_id: int, token: str, expires: datetime, now: date
 
 
 # A claim that is its own transaction commits without waiting for the WAL's flush
-# (`synchronous_commit` off for that transaction only, set by the statement itself, which ends
-# with this join). A lease is
-# already something the hub expects to lose: a crash of the database can lose the claims of its
+# (`synchronous_commit` off for that transaction only, set by the statement itself through
+# core's commit_lazily; its `lazy` parameter). A lease is already something the hub expects to
+# lose: a crash of the database can lose the claims of its
 # last fraction of a second, whole (attempt, task, events and job together), and what follows
 # is a lost lease: the task is queued as before the claim, and the agent that got it is told to
 # drop it on its next heartbeat (an unknown token), its completion refused (409). A claim moves
 # no money; anything durable that depends on it (its completion, its failure) commits with the
 # flush, which writes the claim before it.
-_LAZY_COMMIT = f" CROSS JOIN {LAZY_COMMIT} AS lazy"
 
 
 @dataclass(frozen=True)
@@ -249,31 +248,24 @@ class NewAttempt:
     lease_expires_at: datetime
 
 
-# The statement's text by pick and laziness: the same objects (and hashes) every call.
-_statements: dict[tuple[str, bool], str] = {}
-
-
 def claim_statement(
     profile: NodeProfile, now: datetime, *, lazy: bool = False
 ) -> tuple[str, dict[str, Any], NewAttempt]:
     """The claim's statement for `profile` at `now` (jobs/sql/claim_queue.sql, or
     claim_bucketed.sql for a node with size classes), its parameters, and the attempt it
     inserts (its id, whether the job moved and how many events it appended are the row's last
-    three columns); `lazy` for a
-    claim that is its own transaction, which then commits without waiting for the WAL's
-    flush."""
+    three columns); `lazy` for a claim that is its own transaction, which then commits without
+    waiting for the WAL's flush."""
     granted = NewAttempt(new_lease_token(), now + lease_duration())
     name = BUCKETED_CLAIM if profile.size_classes else QUEUE_CLAIM
-    sql = _statements.get((name, lazy))
-    if sql is None:
-        sql = _statements[name, lazy] = statement("jobs", name) + (_LAZY_COMMIT if lazy else "")
     pick_params = bucketed_params if profile.size_classes else claim_params
     params = (
         pick_params(profile, now)
         | {"lease_token": granted.lease_token, "lease_expires_at": granted.lease_expires_at}
         | claim_events_params(profile, granted.lease_expires_at)
+        | {"lazy": lazy}
     )
-    return sql, params, granted
+    return statement("jobs", name), params, granted
 
 
 def _claim(profile: NodeProfile, now: datetime) -> Lease | None:

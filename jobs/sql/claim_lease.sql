@@ -10,7 +10,9 @@
 -- A version already taken on the task's stream fails the statement: nothing is written.
 -- Returns, when the node is as the claim read it (the `node` CTE, claim_node.sql), one row:
 -- the task as picked (its version before the claim), the attempt's id and whether the job
--- moved, all NULL when nothing was picked; no row when the node moved.
+-- moved, all NULL when nothing was picked; no row when the node moved. With %(lazy)s the
+-- claim, its own transaction, commits without waiting for the WAL's flush (core's
+-- commit_lazily).
 att AS (
     INSERT INTO jobs_attempt ("task_id", "node_id", "number", "lease_token", "state",
            "leased_at", "lease_expires_at", "finished_at", "runtime_ms", "reported_runtime_s",
@@ -53,3 +55,4 @@ ev AS (
 )
 SELECT pick.*, att.id, EXISTS (SELECT 1 FROM started), (SELECT count(*) FROM ev)
   FROM node LEFT JOIN (pick JOIN att ON att.task_id = pick.id) ON true
+ CROSS JOIN commit_lazily(%(lazy)s) AS lazy

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from core.sql import LAZY_COMMIT, commits_alone
+from core.sql import commits_alone, statement
 from nodes.errors import NodeStateConflict
 from nodes.hooks import heartbeat_contributions, notify_offline
 from nodes.models import LIVE_STATES, Node, NodeState
@@ -105,20 +105,6 @@ def _recent_thermal(node: Node, now: datetime) -> list[str]:
     return [t for t in node.thermal_events if datetime.fromisoformat(t) >= since]
 
 
-_BEAT = (
-    "UPDATE nodes_node SET last_heartbeat_at = %s, degraded_after = %s, offline_after = %s, "
-    "load = %s, gpu_state = %s, throttled = %s WHERE id = %s AND state = %s"
-)
-# PostgreSQL, a beat that is its own transaction: committed without waiting for the WAL's flush
-# (`synchronous_commit` off for this transaction only). A beat is liveness, not a record: a
-# crash of the database can lose the last fraction of a second of them, which the next beat
-# restores, while waiting for the flush made every beat's latency hostage to the disk (the p99
-# of a 10,000-node idle fleet: 434 ms with the wait, 18 ms without; bench.fleet). A beat that
-# moves the node's state writes an event and commits as everything else does, and a busy node's
-# leases are extended after it by a transaction of their own (jobs.leases) that commits so too.
-_BEAT_LAZY_COMMIT = _BEAT.replace(" WHERE id", f" FROM {LAZY_COMMIT} AS lazy WHERE id")
-
-
 def _beat(
     node: Node, *, status: str, load: dict[str, Any], gpus: list[dict[str, Any]], now: datetime
 ) -> bool:
@@ -131,16 +117,22 @@ def _beat(
     # for ten minutes is one event, not twenty.
     episode = throttled and not node.throttled and not frozen
     if target == node.state and not episode:
-        # The hot path: one hand-written statement, guarded by the state we read at
+        # The hot path: one statement (nodes/sql/beat.sql), guarded by the state we read at
         # authentication.
         ops = connection.ops
+        names = {
+            "now": now,
+            "degraded_after": degraded_after,
+            "offline_after": offline_after,
+            "load": ops.adapt_json_value(load, None),
+            "gpus": ops.adapt_json_value(gpus, None),
+            "throttled": throttled,
+            "lazy": commits_alone(),
+            "node": node.pk,
+            "state": node.state,
+        }
         with connection.cursor() as cursor:
-            cursor.execute(
-                _BEAT_LAZY_COMMIT if commits_alone() else _BEAT,
-                [now, degraded_after, offline_after,
-                 ops.adapt_json_value(load, None), ops.adapt_json_value(gpus, None), throttled,
-                 node.pk, node.state],
-            )  # fmt: skip
+            cursor.execute(statement("nodes", "beat"), names)
             changed = cursor.rowcount
         if changed:
             node.throttled = throttled

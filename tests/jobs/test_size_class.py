@@ -114,7 +114,7 @@ def _small(
 
 def _pick(name: str, params: dict, profile: NodeProfile) -> int | None:
     """The task the claim statement `name` takes with `params`, the claim rolled back."""
-    lease = {"lease_token": "t", "lease_expires_at": params["now"]}
+    lease = {"lease_token": "t", "lease_expires_at": params["now"], "lazy": False}
     events = claim_events_params(profile, params["now"])
     with transaction.atomic():
         with connection.cursor() as cursor:
@@ -296,7 +296,7 @@ def test_the_bucketed_pick_reads_the_class_index(alice):
         profile = _small(node_id=1, cores=2, ram_mb=2048, trusted=False)
         params = bucketed_params(profile, timezone.now())
         cursor.execute("SET LOCAL enable_seqscan = off")  # a six-row table: force the choice
-        lease = {"lease_token": "t", "lease_expires_at": timezone.now()}
+        lease = {"lease_token": "t", "lease_expires_at": timezone.now(), "lazy": False}
         events = claim_events_params(profile, timezone.now())
         cursor.execute("EXPLAIN " + statement("jobs", BUCKETED_CLAIM), params | lease | events)
         plan = "\n".join(row[0] for row in cursor.fetchall())
