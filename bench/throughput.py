@@ -117,34 +117,21 @@ def _event_sql(stream: str, version: int | None, type_: str, payload: dict, acto
     )
 
 
-def _entry_at_once(
-    cur, event: tuple[str, list], kind: str, legs: list[tuple[int, int]], unprojected=None
+def _entry_post(
+    cur, event: tuple, kind: str, legs: list[tuple[int, int]], unprojected=None
 ) -> None:
-    """The event, the entry, its postings and the balance moves (in id order, each after the
-    one before) in one statement, as the hub sends them on PostgreSQL (`entry_post_at_once`)."""
-    sql, params = event
-    parts = [
-        f"WITH ev AS MATERIALIZED ({sql})",
-        "en AS (INSERT INTO ledger_entry (event_id, kind, created_at) "
-        "SELECT ev.id, %s, now() FROM ev RETURNING id)",
-        "po AS (INSERT INTO ledger_posting (entry_id, account_id, amount, currency) "  # noqa: S608
-        "SELECT en.id, v.account_id, v.amount, v.currency FROM en, (VALUES "
-        + ", ".join(["(%s::bigint, %s::bigint, 'CRD'::varchar)"] * len(legs))
-        + ") AS v (account_id, amount, currency))",
-    ]
-    params = [*params, kind, *[value for leg in legs for value in leg]]
-    before = "en"
-    for i, (account, amount) in enumerate(sorted(legs)):
-        if account == unprojected:  # platform revenue: a posting, no balance row
-            continue
-        parts.append(
-            f"m{i} AS (UPDATE ledger_account SET balance = balance + %s WHERE id = %s "  # noqa: S608
-            f"AND (allow_negative OR balance >= %s) AND EXISTS (SELECT 1 FROM {before}) "
-            "RETURNING id)"
-        )
-        params += [amount, account, -amount]
-        before = f"m{i}"
-    cur.execute(", ".join(parts) + " SELECT ev.id FROM ev", params)  # noqa: S608
+    """An entry whole through the ledger's `ledger_post`, as the hub sends it
+    (`ledger.writes.entry_post`): `event` is (stream, expected version, type, payload, actor,
+    key); the postings, then the balance moves in id order."""
+    stream, expected, type_, payload, actor, key = event
+    moves = sorted(leg for leg in legs if leg[0] != unprojected)
+    cur.execute(
+        "SELECT * FROM ledger_post(%s, %s, 1, %s::jsonb, %s, %s, %s, now(), %s, %s::bigint[], "
+        "%s::bigint[], %s::text[], %s::bigint[], %s::bigint[])",
+        [stream, type_, json.dumps(payload), actor, expected, key, kind,
+         [a for a, _ in legs], [m for _, m in legs], ["CRD"] * len(legs),
+         [a for a, _ in moves], [m for _, m in moves]],
+    )  # fmt: skip
 
 
 class RawAgent:
@@ -153,7 +140,6 @@ class RawAgent:
     def __init__(self, dsn: str, node: dict) -> None:
         # The hub's own statements, imported once Django is set up.
         from core.sql import statement
-        from jobs.attempts import _COUNT_AND_FINISH
         from jobs.claim import claim_statement
         from nodes.services.reliability import half_life_s
 
@@ -163,7 +149,8 @@ class RawAgent:
         # The hub's statement for an outcome (a success here).
         self.success_sql = statement("nodes", "record_outcome")
         self.half_life_s = half_life_s()
-        self.count_sql, self.claim_statement = _COUNT_AND_FINISH, claim_statement
+        self.count_sql = statement("jobs", "count_and_finish")
+        self.claim_statement = claim_statement
 
     def claim(self) -> tuple | None:
         # The hub's own claim statement (`claim_statement`), its events appended by itself, on
@@ -262,11 +249,9 @@ class RawAgent:
             }  # fmt: skip
             legs = [(held_id, -cost), (earnings, cost - fee), (revenue, fee)]
             payload["postings"] = [[str(a), m, "CRD"] for a, m in legs]
-            event = _event_sql(key, 1, "AttemptSettled", payload, "system:settlement", key)
             # Revenue is not projected: its posting is written, its balance row not touched.
-            _entry_at_once(
-                cur, event, "settlement", [leg for leg in legs if leg[1]], unprojected=revenue
-            )
+            event = (key, 0, "AttemptSettled", payload, "system:settlement", key)
+            _entry_post(cur, event, "settlement", [leg for leg in legs if leg[1]], revenue)
             # The job's counter and, for its last task, its end (`_count_and_finish`); then
             # JobFinished and the release of what is still held.
             cur.execute(self.count_sql, {"s": 1, "f": 0, "c": 0, "job": job_id, "now": now})
@@ -286,14 +271,14 @@ class RawAgent:
                 )
                 rest, available = cur.fetchone()
                 if rest:
-                    event = _event_sql(
+                    event = (
                         f"hold:job:{job_id}", None, "CreditsReleased",
                         {"job_id": job_id, "submitter_id": submitter_id, "amount_minor": rest,
                          "postings": [[f"job:{job_id}:held", -rest, "CRD"],
                                       [f"user:{submitter_id}:available", rest, "CRD"]]},
-                        "system",
+                        "system", None,
                     )  # fmt: skip
-                    _entry_at_once(cur, event, "release", [(held_id, -rest), (available, rest)])
+                    _entry_post(cur, event, "release", [(held_id, -rest), (available, rest)])
         cur.close()
 
 

@@ -54,23 +54,12 @@ class Fenced:
     figures: billing.SettleFigures
 
 
-# One statement for the fence and the settlement's figures; the artifacts are counted so the
-# common case (none) reads no more.
-_READ_SQL = """
-SELECT a.task_id, t.job_id, t."index", t.version, a.leased_at, j.timeout_s, a.state,
-       a.lease_expires_at, j.submitter_id, n.operator_id, a.price_per_s, n.tier, n.region, j.kind,
-       (SELECT COUNT(*) FROM jobs_artifact x WHERE x.attempt_id = a.id)
-  FROM jobs_attempt a
-  JOIN jobs_task t ON t.id = a.task_id
-  JOIN jobs_job j ON j.id = t.job_id
-  JOIN nodes_node n ON n.id = a.node_id
- WHERE a.id = %s AND a.lease_token = %s AND a.node_id = %s
-"""
-
-
 def _read(attempt_id: int, token: str, node_id: int) -> Fenced:
     with connection.cursor() as cursor:
-        cursor.execute(_READ_SQL, [attempt_id, token, node_id])
+        cursor.execute(
+            statement("jobs", "attempt_read"),
+            {"attempt": attempt_id, "token": token, "node": node_id},
+        )
         row = cursor.fetchone()
     if row is None:
         raise StaleLease("this lease token is not the current lease of that attempt")
@@ -87,29 +76,14 @@ def _read(attempt_id: int, token: str, node_id: int) -> Fenced:
     )  # fmt: skip
 
 
-def _cas(fenced: Fenced, token: str, **changes: Any) -> None:
-    """Move the attempt if, and only if, the lease is still current."""
+def _cas(fenced: Fenced, token: str, now: datetime | None = None, **changes: Any) -> None:
+    """Move the attempt if, and only if, the lease is still current (at `now`)."""
     won = Attempt.objects.filter(
         pk=fenced.attempt_id,
         lease_token=token,
         state__in=ACTIVE_ATTEMPT_STATES,
-        lease_expires_at__gt=timezone.now(),
+        lease_expires_at__gt=now or timezone.now(),
     ).update(**changes)
-    if not won:
-        transaction.set_rollback(True)
-        raise StaleLease("the lease ended while this report was being recorded")
-
-
-def _cas_set(fenced: Fenced, token: str, now: datetime, **values: Any) -> None:
-    """`_cas` for plain values, as one hand-written statement (completion and failure)."""
-    columns = ", ".join(f"{name} = %s" for name in values)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE jobs_attempt SET {columns} "  # noqa: S608 - column names are ours
-            "WHERE id = %s AND lease_token = %s AND state IN (%s, %s) AND lease_expires_at > %s",
-            [*values.values(), fenced.attempt_id, token, *ACTIVE_ATTEMPT_STATES, now],
-        )  # fmt: skip
-        won = cursor.rowcount == 1
     if not won:
         transaction.set_rollback(True)
         raise StaleLease("the lease ended while this report was being recorded")
@@ -360,7 +334,7 @@ def attempt_fail(
             .get(pk=attempt_id)
         )
         cancelled = flagged or job_flag is not None
-        _cas_set(
+        _cas(
             fenced,
             token,
             now,
@@ -452,12 +426,9 @@ def exclude_node(node_id: int) -> Func:
 
 
 def _finish_task(fenced: Fenced, state: str, now: datetime) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE jobs_task SET state = %s, finished_at = %s, version = version + 1 "
-            "WHERE id = %s AND current_attempt_id = %s",
-            [state, now, fenced.task_id, fenced.attempt_id],
-        )
+    Task.objects.filter(pk=fenced.task_id, current_attempt_id=fenced.attempt_id).update(
+        state=state, finished_at=now, version=F("version") + 1
+    )
 
 
 _COUNTERS = {"tasks_succeeded", "tasks_failed", "tasks_cancelled"}
@@ -471,33 +442,6 @@ def job_count_finished(
     return _count_and_finish(job_id, counter, now, by, submitter_id)
 
 
-# The count and, for the job's last task, the finish as one statement. `cur` locks the row
-# (after any wait it reads the committed counts: READ COMMITTED re-reads a locked row), so of
-# concurrent last reports exactly one sees every task done while the job is still queued or
-# running. The state a job ends in is written only here: cancelled if any task was, else failed
-# if any task failed, else succeeded. JobFinished is appended by a statement of its own: one
-# taken after this one's lock wait sees every event committed before it (a cancel's
-# JobCancelRequested), where this statement's snapshot would not.
-_COUNT_AND_FINISH = """
-WITH cur AS MATERIALIZED (
-    SELECT id, state, tasks_succeeded + %(s)s AS s, tasks_failed + %(f)s AS f,
-           tasks_cancelled + %(c)s AS c, slices
-      FROM jobs_job WHERE id = %(job)s FOR UPDATE
-),
-fin AS MATERIALIZED (
-    SELECT cur.*, (s + f + c >= slices AND state IN ('queued', 'running')) AS done,
-           CASE WHEN c > 0 THEN 'cancelled' WHEN f > 0 THEN 'failed' ELSE 'succeeded' END
-           AS final
-      FROM cur
-)
-UPDATE jobs_job SET tasks_succeeded = fin.s, tasks_failed = fin.f, tasks_cancelled = fin.c,
-       state = CASE WHEN fin.done THEN fin.final ELSE jobs_job.state END,
-       finished_at = CASE WHEN fin.done THEN %(now)s ELSE jobs_job.finished_at END
-  FROM fin WHERE jobs_job.id = fin.id
-RETURNING fin.s, fin.f, fin.c, fin.done, fin.final
-"""
-
-
 def _count_and_finish(
     job_id: int, counter: str, now: datetime, by: int, submitter_id: int | None
 ) -> str | None:
@@ -509,7 +453,7 @@ def _count_and_finish(
         "now": now,
     }
     with connection.cursor() as cursor:
-        cursor.execute(_COUNT_AND_FINISH, params)
+        cursor.execute(statement("jobs", "count_and_finish"), params)
         succeeded, failed, cancelled, done, final = cursor.fetchone()
     if not done:
         return None

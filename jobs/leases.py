@@ -17,6 +17,7 @@ from django.db.models import F
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
+from core.sql import statement
 from jobs import billing
 from jobs.attempts import backoff_until, exclude_node, job_count_finished
 from jobs.claim import lease_duration
@@ -29,33 +30,21 @@ REAP_BATCH = 500
 logger = logging.getLogger(__name__)
 
 
-# One statement: extend the node's live leases among the
-# tokens and say, for each, whether it must stop: its own cancel flag, or its job's (an attempt
-# no cancel could flag, jobs.cancellation). The UPDATE re-checks each row under its lock, so an
-# attempt that ended meanwhile is not extended and is reported gone.
-_EXTEND = """
-UPDATE jobs_attempt SET lease_expires_at = %s
- WHERE node_id = %s AND lease_token IN ({tokens}) AND state IN ({states})
-   AND lease_expires_at > %s
-RETURNING lease_token, cancel_requested OR EXISTS (
-       SELECT 1 FROM jobs_task t JOIN jobs_job j ON j.id = t.job_id
-        WHERE t.id = jobs_attempt.task_id AND j.cancel_requested_at IS NOT NULL)
-"""
-
-
 def leases_extend(node: Any, tokens: list[str]) -> dict[str, Any]:
     """Heartbeat hook: extend the node's current leases; tell it which to drop or cancel."""
     if not tokens:
         return {}
     now = timezone.now()
     expires = now + lease_duration()
-    at = connection.ops.adapt_datetimefield_value
-    sql = _EXTEND.format(
-        tokens=", ".join(["%s"] * len(tokens)),
-        states=", ".join(["%s"] * len(ACTIVE_ATTEMPT_STATES)),
-    )
+    names = {
+        "expires": expires,
+        "node": node.pk,
+        "tokens": tokens,
+        "states": list(ACTIVE_ATTEMPT_STATES),
+        "now": now,
+    }
     with connection.cursor() as cursor:
-        cursor.execute(sql, [at(expires), node.pk, *tokens, *ACTIVE_ATTEMPT_STATES, at(now)])
+        cursor.execute(statement("jobs", "leases_extend"), names)
         live = cursor.fetchall()
     leases = {token: expires.isoformat() for token, _ in live}
     cancel = [token for token, stop in live if stop]
