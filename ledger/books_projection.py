@@ -2,7 +2,6 @@
 
 from collections import defaultdict
 
-from django.db import connection
 from django.db.models import Count, Sum
 
 from ledger.models import Account, Entry, Event, Posting
@@ -75,12 +74,12 @@ class BooksProjection:
 
 
 def _unbalanced_entries() -> list[str]:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT entry_id, currency, SUM(amount) FROM ledger_posting "
-            "GROUP BY entry_id, currency HAVING SUM(amount) <> 0 LIMIT 20"
-        )
-        rows = cursor.fetchall()
+    rows = (
+        Posting.objects.values_list("entry_id", "currency")
+        .annotate(total=Sum("amount"))
+        .exclude(total=0)
+        .order_by()[:20]
+    )
     return [f"books: entry {e} postings sum to {s} {c}, not zero" for e, c, s in rows]
 
 

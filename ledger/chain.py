@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from django.db import connection, transaction
 from django.utils import timezone
 
+from core.sql import statement
 from ledger.canonical import canonical_json, sha256_hex
 from ledger.models import Event, EventSeal, SealBatch
 from ledger.projections import LoggedEvent, logged_events
@@ -45,40 +46,21 @@ def link_hash(previous: str, event: Event | LoggedEvent) -> str:
     return sha256_hex(previous.encode() + b"\n" + event_digest(event))
 
 
-# The oldest transaction still open in THIS database, as a 64-bit txid. pg_stat_activity shows
-# 32-bit xids: widen each against our own (newer) txid; one newer than ours (it started after we
-# did) widens to a huge distance and is left out — it cannot have written an event below ours.
-# Transactions in other databases on the same server are ignored: they cannot write our events,
-# and a long one elsewhere must not stall sealing here (pg_snapshot_xmin is server-wide).
-_OLDEST_OPEN_SQL = """
-WITH me AS (SELECT pg_current_xact_id()::text::bigint AS xid),
-open AS (
-  SELECT ((me.xid - a.backend_xid::text::bigint) % 4294967296 + 4294967296) % 4294967296
-         AS distance
-    FROM pg_stat_activity a, me
-   WHERE a.datname = current_database() AND a.backend_xid IS NOT NULL
-     AND a.pid <> pg_backend_pid()
-)
-SELECT me.xid - COALESCE(max(open.distance) FILTER (WHERE open.distance < 2147483648), 0)
-  FROM me LEFT JOIN open ON true GROUP BY me.xid
-"""
-
-
-def _pg_horizon(previous: int, limit: int) -> int:
+def _horizon(previous: int, limit: int) -> int:
     """The exclusive txid bound of this pass: below every open transaction, ~`limit` events."""
     with connection.cursor() as cursor:
-        cursor.execute(_OLDEST_OPEN_SQL)
+        cursor.execute(statement("ledger", "oldest_open_txid"))
         oldest_open = max(cursor.fetchone()[0], previous)
-        cursor.execute(
-            "SELECT txid FROM ledger_event WHERE txid >= %s AND txid < %s "
-            "ORDER BY txid OFFSET %s LIMIT 1",
-            [previous, oldest_open, limit],
-        )
-        row = cursor.fetchone()
-    if row is None:
+    # The txid of the event `limit` places on: the pass stops before its transaction.
+    bound = list(
+        Event.objects.filter(txid__gte=previous, txid__lt=oldest_open)
+        .order_by("txid")
+        .values_list("txid", flat=True)[limit : limit + 1]
+    )
+    if not bound:
         return oldest_open
     # Whole transactions only: a pass never splits one transaction's events.
-    return row[0] if row[0] > previous else row[0] + 1
+    return bound[0] if bound[0] > previous else bound[0] + 1
 
 
 @dataclass(frozen=True)
@@ -97,7 +79,7 @@ def chain_seal(*, limit: int = 5000) -> SealResult:
         head = last.head_hash if last else GENESIS
         seq = (last.last_seq or 0) if last else 0
         previous = (last.horizon_txid or 0) if last else 0
-        horizon = _pg_horizon(previous, limit)
+        horizon = _horizon(previous, limit)
         events = list(Event.objects.filter(txid__gte=previous, txid__lt=horizon).order_by("id"))
         if not events:
             return SealResult(0, head, None)
