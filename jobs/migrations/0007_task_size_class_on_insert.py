@@ -2,8 +2,8 @@
 column: PostgreSQL parsed the generated column's expression for every UPDATE of a task (every
 claim, completion and requeue), though its inputs never change after submission (jobs.size_class).
 
-The column is dropped and added again as a plain one (a generated column's expression cannot be
-dropped on SQLite), every task's class written once, and the claim's index on it rebuilt."""
+The column is dropped and added again as a plain one, every task's class written once, and the
+claim's index on it rebuilt."""
 
 from django.db import migrations, models
 
@@ -23,25 +23,15 @@ PG_BACKWARD = """
 DROP TRIGGER IF EXISTS jobs_task_size_class ON jobs_task;
 DROP FUNCTION IF EXISTS jobs_task_size_class();
 """
-# SQLite (the embedded default) cannot change NEW: the inserted row is updated after it.
-SQLITE_FORWARD = f"""
-CREATE TRIGGER jobs_task_size_class AFTER INSERT ON jobs_task
-BEGIN
-    UPDATE jobs_task SET size_class = {size_class_sql("NEW.")} WHERE id = NEW.id;
-END
-"""
-SQLITE_BACKWARD = "DROP TRIGGER IF EXISTS jobs_task_size_class"
 
 
 def forward(apps, schema_editor):  # noqa: ANN001
-    pg = schema_editor.connection.vendor == "postgresql"
-    schema_editor.execute(PG_FORWARD if pg else SQLITE_FORWARD)
+    schema_editor.execute(PG_FORWARD)
     schema_editor.execute(f"UPDATE jobs_task SET size_class = {size_class_sql()}")  # noqa: S608
 
 
 def backward(apps, schema_editor):  # noqa: ANN001
-    pg = schema_editor.connection.vendor == "postgresql"
-    schema_editor.execute(PG_BACKWARD if pg else SQLITE_BACKWARD)
+    schema_editor.execute(PG_BACKWARD)
 
 
 class Migration(migrations.Migration):

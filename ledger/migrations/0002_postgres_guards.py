@@ -2,7 +2,7 @@
 
 The triggers are ENABLE ALWAYS so that `SET session_replication_role = replica` (which silences
 ordinary triggers) does not silence them. Row triggers do not fire on TRUNCATE, so each table has a
-statement trigger for it too. On SQLite these guards are the models' own refusals.
+statement trigger for it too. The models' own refusals are a first guard in front of them.
 """
 
 from django.db import migrations
@@ -73,16 +73,14 @@ def _backward_sql() -> str:
 
 
 def forward(apps, schema_editor):  # noqa: ANN001
-    if schema_editor.connection.vendor == "postgresql":
-        # No parameters: the SQL's '%' are RAISE placeholders, not driver placeholders.
-        with schema_editor.connection.cursor() as cursor:
-            cursor.execute(_forward_sql())
+    # No parameters: the SQL's '%' are RAISE placeholders, not driver placeholders.
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute(_forward_sql())
 
 
 def backward(apps, schema_editor):  # noqa: ANN001
-    if schema_editor.connection.vendor == "postgresql":
-        with schema_editor.connection.cursor() as cursor:
-            cursor.execute(_backward_sql())
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute(_backward_sql())
 
 
 class Migration(migrations.Migration):

@@ -7,8 +7,7 @@
   by moving a draft's effective_from back to now, which the trigger allows (the old value is
   in the future).
 
-ENABLE ALWAYS, so `session_replication_role = replica` does not silence them. On SQLite the
-models' own refusals are the guard.
+ENABLE ALWAYS, so `session_replication_role = replica` does not silence them.
 """
 
 from django.db import migrations
@@ -97,15 +96,13 @@ def _backward_sql() -> str:
 
 
 def forward(apps, schema_editor):  # noqa: ANN001
-    if schema_editor.connection.vendor == "postgresql":
-        with schema_editor.connection.cursor() as cursor:
-            cursor.execute(_forward_sql())
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute(_forward_sql())
 
 
 def backward(apps, schema_editor):  # noqa: ANN001
-    if schema_editor.connection.vendor == "postgresql":
-        with schema_editor.connection.cursor() as cursor:
-            cursor.execute(_backward_sql())
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute(_backward_sql())
 
 
 class Migration(migrations.Migration):

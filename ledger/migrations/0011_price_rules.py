@@ -31,9 +31,8 @@ ALTER TABLE {table} ENABLE ALWAYS TRIGGER {table}_frozen;"""
 
 
 def _execute(schema_editor, sql: str) -> None:  # noqa: ANN001
-    if schema_editor.connection.vendor == "postgresql":
-        with schema_editor.connection.cursor() as cursor:
-            cursor.execute(sql)
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute(sql)
 
 
 def copy_rules(apps, schema_editor):  # noqa: ANN001

@@ -8,19 +8,17 @@ TABLE = "nodes_node"
 
 
 def tune(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(
-            f"ALTER TABLE {TABLE} SET (autovacuum_vacuum_scale_factor = 0.02, "
-            "autovacuum_analyze_scale_factor = 0.05, autovacuum_vacuum_cost_delay = 0)"
-        )
+    schema_editor.execute(
+        f"ALTER TABLE {TABLE} SET (autovacuum_vacuum_scale_factor = 0.02, "
+        "autovacuum_analyze_scale_factor = 0.05, autovacuum_vacuum_cost_delay = 0)"
+    )
 
 
 def untune(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(
-            f"ALTER TABLE {TABLE} RESET (autovacuum_vacuum_scale_factor, "
-            "autovacuum_analyze_scale_factor, autovacuum_vacuum_cost_delay)"
-        )
+    schema_editor.execute(
+        f"ALTER TABLE {TABLE} RESET (autovacuum_vacuum_scale_factor, "
+        "autovacuum_analyze_scale_factor, autovacuum_vacuum_cost_delay)"
+    )
 
 
 class Migration(migrations.Migration):
