@@ -87,7 +87,8 @@ def db_url(name: str) -> str:
 
 def _migrations_digest() -> str:
     digest = hashlib.sha256()
-    for path in sorted(ROOT.glob("*/migrations/*.py")):
+    # The SQL files too: a migration that creates a function reads it from its app's sql/.
+    for path in sorted([*ROOT.glob("*/migrations/*.py"), *ROOT.glob("*/sql/*.sql")]):
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]

@@ -339,7 +339,7 @@ def entry_post(
     moves = [(account, delta) for account, delta in deltas if account.projected]
     at = timezone.now()
     try:
-        *appended, entry_id, moved = writes.entry_post(
+        *appended, entry_id, refused = writes.entry_post(
             event=(new.stream, new.type, schema_version, payload_json, new.actor,
                    new.expected_version, new.idempotency_key),
             recorded_at=at,
@@ -349,9 +349,9 @@ def entry_post(
         )  # fmt: skip
     except IntegrityError as exc:
         event_write_refused(exc, [new])
-    if moved < len(moves):
+    if refused is not None:
         transaction.set_rollback(True)
-        account, delta = moves[moved]
+        account, delta = next((a, d) for a, d in moves if a.pk == refused)
         raise InsufficientFunds(f"account {account.code} cannot go below zero (needs {-delta})")
     # Debits from unprojected accounts that must not go negative: their floor is a sum of
     # postings (this entry's included), checked under a lock of their own after the projected

@@ -22,7 +22,7 @@ _APPEND = (
     "%s::text[]::jsonb[], %s::text[], %s::int[], %s::text[], %s)"
 )
 _POST = (
-    "SELECT event_id, event_version, event_fingerprint, entry_id, moved FROM ledger_post("
+    "SELECT event_id, event_version, event_fingerprint, entry_id, refused FROM ledger_post("
     "%s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s::bigint[], %s::bigint[], %s::text[], "
     "%s::bigint[], %s::bigint[])"
 )
@@ -53,11 +53,11 @@ def entry_post(
     kind: str,
     postings: Sequence[tuple[int, int, str]],
     moves: Sequence[tuple[int, int]],
-) -> tuple[int, int, str, int, int]:
+) -> tuple[int, int, str, int, int | None]:
     """Call `ledger_post`: `event` is (stream, type, schema version, payload JSON, actor,
     expected version, idempotency key), `postings` (account id, amount, currency), `moves`
-    (account id, delta) in the order to apply them. Returns the event's id, version and
-    fingerprint, the entry's id, and how many moves were applied."""
+    (account id, delta). Returns the event's id, version and fingerprint, the entry's id, and
+    the account whose move would have crossed its floor (None when every move applied)."""
     accounts, amounts, currencies = (list(column) for column in zip(*postings, strict=True))
     move_accounts = [account_id for account_id, _ in moves]
     move_deltas = [delta for _, delta in moves]
