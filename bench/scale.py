@@ -2,8 +2,9 @@
 
 Rows are written with COPY (nodes_node, jobs_job, jobs_task), then the claim is timed in this
 process, as the hub runs it for one request: the agent-key lookup (people.auth's resolver),
-the node's profile and `task_claim`, without HTTP, up to its commit (the WAL flush's wait is
-left out). The claims commit, as the hub's do, so that psycopg prepares the claim and
+the node's profile and `task_claim`, without HTTP, each statement its own transaction as in
+a request (the claim commits by itself without waiting for the WAL's flush, as the hub's
+do). The claims commit, so that psycopg prepares the claim and
 PostgreSQL runs it under its generic plan, as in production (a claim rolled back clears
 psycopg's prepared statements, and each call would be planned for its values); after each
 claimant's run the queue is topped up with as many tasks as it took. Three claimants: an RTX
@@ -32,19 +33,18 @@ WARM_UP = 20  # claims before the timed ones: psycopg prepares after five, Postg
 
 def time_claims(key: str, samples: int) -> list[float]:
     """`samples` claims' server times in ms, after WARM_UP untimed; all of them commit."""
-    from django.db import transaction
-
     from jobs.claim import task_claim
     from jobs.node_profile import profile_for
     from nodes.auth import resolve_agent_key
 
     out = []
     for i in range(samples + WARM_UP):
-        with transaction.atomic():
-            t0 = time.perf_counter()
-            _, node = resolve_agent_key(key)
-            lease = task_claim(profile=profile_for(node))
-            took = time.perf_counter() - t0
+        # Each statement its own transaction, as in a claim request (no caller's transaction:
+        # the claim commits by itself, lazily).
+        t0 = time.perf_counter()
+        _, node = resolve_agent_key(key)
+        lease = task_claim(profile=profile_for(node))
+        took = time.perf_counter() - t0
         assert lease is not None, "the claimant found nothing to claim"
         if i >= WARM_UP:
             out.append(took * 1000)
