@@ -10,10 +10,11 @@ from datetime import datetime
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from core.errors import ConflictError, DomainError
+from core.sql import statement
 from ledger import quotes
 from ledger.models import PriceBook, PriceRule, RuleKind, SpotPrice
 from ledger.services import event_append
@@ -152,16 +153,13 @@ class Fee:
 
 
 def fee_at(when: datetime) -> Fee:
-    """The platform fee of the book in force at `when` (the latest effective at or before it)
-    and that book's version."""
+    """The platform fee of the book in force at `when` (ledger/sql/book_in_force.sql) and that
+    book's version."""
     if timezone.is_naive(when):
         raise ValueError("fee_at needs a timezone-aware datetime")
-    row = (
-        PriceBook.objects.filter(effective_from__lte=when)
-        .order_by("-effective_from")
-        .values_list("id", "platform_fee_bps")
-        .first()
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(statement("ledger", "book_in_force"), {"at": when})
+        row = cursor.fetchone()
     if row is None:
         raise NoRulesInForce(f"no price book is in force at {when.isoformat()}")
     return Fee(version=row[0], platform_fee_bps=row[1])

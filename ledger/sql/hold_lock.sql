@@ -2,9 +2,9 @@
 -- the transaction ends (FOR UPDATE OF h: the one lock every settlement and release of the job
 -- queues on), read with the accounts a charge credits (the operator's earnings, the platform's
 -- revenue; not locked: their codes, kinds and flags never change, and their balances move by
--- relative UPDATEs) and the price book in force at %(at)s (the latest effective at or before
--- it). Each account's columns in the order of ledger.writes.ACCOUNT_COLUMNS, NULL where there
--- is none; no row when nothing was ever held for the job.
+-- relative UPDATEs) and the price book in force at %(at)s (book_in_force.sql). Each account's
+-- columns in the order of ledger.writes.ACCOUNT_COLUMNS, NULL where there is none; no row when
+-- nothing was ever held for the job.
 SELECT h.id, h.code, h.kind, h.owner_id, h.currency, h.balance, h.allow_negative, h.projected,
        e.id, e.code, e.kind, e.owner_id, e.currency, e.balance, e.allow_negative, e.projected,
        r.id, r.code, r.kind, r.owner_id, r.currency, r.balance, r.allow_negative, r.projected,
@@ -12,8 +12,8 @@ SELECT h.id, h.code, h.kind, h.owner_id, h.currency, h.balance, h.allow_negative
   FROM ledger_account h
   LEFT JOIN ledger_account e ON e.code = %(earnings)s
   LEFT JOIN ledger_account r ON r.code = %(revenue)s
-  LEFT JOIN LATERAL (SELECT p.id, p.platform_fee_bps FROM ledger_pricebook p
-                      WHERE p.effective_from <= %(at)s
-                      ORDER BY p.effective_from DESC LIMIT 1) b ON true
+  LEFT JOIN LATERAL (
+\i book_in_force
+  ) b ON true
  WHERE h.code = %(held)s
    FOR UPDATE OF h
