@@ -280,9 +280,7 @@ def _claim(profile: NodeProfile, now: datetime) -> Lease | None:
             with connection.cursor() as cursor:
                 cursor.execute(sql, params)
                 row = cursor.fetchone()
-        except IntegrityError:
-            if not alone:
-                transaction.set_rollback(True)
+        except IntegrityError:  # the savepoint, if any, rolls back as the error leaves it
             raise VersionConflict("a task's stream moved while it was being claimed") from None
     if row is None:
         raise NodeMoved(profile.node_id)
