@@ -12,7 +12,7 @@
 -- * The fingerprint has one rule, ledger_fingerprint, which the replay check also asks.
 -- * Locks: only the rows it inserts (and the unique indexes' entries). The txid trigger stamps
 --   each row as for any INSERT.
--- PL/pgSQL, so its plan is prepared once per session.
+-- PL/pgSQL, so its plans are prepared once per session.
 
 -- The fingerprint hashes the text of the JSON array [stream, type, payload] as PostgreSQL writes
 -- jsonb (jsonb_build_array(p_stream, p_type, p_payload)::text). It is spelled out piece by piece
@@ -35,9 +35,29 @@ CREATE OR REPLACE FUNCTION ledger_append(
 -- One plan for every call: with its own custom plan per call (the default, as the arrays'
 -- lengths make every custom plan look far cheaper than the generic one) PostgreSQL planned
 -- the INSERT anew each time, which cost several times the insert itself.
-SET plan_cache_mode = force_generic_plan AS $$
+-- That plan is made once per session, with the table sizes of that moment, and kept until the
+-- table's statistics change. Every row this reads (a stream's last version) is found by key, so
+-- it is told never to scan a whole table: a plan made while the log was nearly empty would
+-- otherwise read all of it on every call once it had grown.
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off AS $$
 #variable_conflict use_column
 BEGIN
+    IF cardinality(p_streams) = 1 THEN
+        -- One event, as most calls are (a claim, a completion, an entry): the same row as the
+        -- batch below would write, without the batch's unnesting, numbering and sorting, whose
+        -- set-up cost more than the insert itself.
+        RETURN QUERY
+        INSERT INTO ledger_event AS e (stream, version, type, schema_version, payload, actor,
+                                       idempotency_key, fingerprint, recorded_at)
+        VALUES (p_streams[1],
+                COALESCE(p_expected[1], (SELECT COALESCE(MAX(x.version), 0) FROM ledger_event x
+                                          WHERE x.stream = p_streams[1])) + 1,
+                p_types[1], p_schema_versions[1], p_payloads[1], p_actors[1], p_keys[1],
+                ledger_fingerprint(p_streams[1], p_types[1], p_payloads[1]), p_recorded_at)
+        RETURNING e.id, e.version::int, e.fingerprint::text;
+        RETURN;
+    END IF;
     -- Rows go in, and come back, in the order given (ORDER BY r.ord). A stream's events are
     -- numbered within a partition in byte order (COLLATE "C"): any order groups them, and
     -- that one is the cheapest to sort.
