@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "people",
     "nodes",
     "jobs",
+    "inference",
 ]
 
 MIDDLEWARE = [
@@ -213,6 +214,13 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+
+# --- Inference -------------------------------------------------------------------------------
+
+# Where catalog models named by path (not uploaded) live; the hub serves them from here.
+INFERENCE_MODELS_DIR = Path(env_str("INFERENCE_MODELS_DIR", str(VAR_DIR / "models")))
+# Memory a node must have to spare beyond a model's need to be offered it.
+INFERENCE_HEADROOM_MB = env_int("INFERENCE_HEADROOM_MB", 512, minimum=0)
 
 # --- Ledger ----------------------------------------------------------------------------------
 

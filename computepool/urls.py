@@ -19,6 +19,8 @@ urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
+    # OpenAI-compatible: clients are given the base URL <hub>/v1.
+    path("v1/", include("inference.urls")),
     path("api-auth/", include("rest_framework.urls")),
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics, name="metrics"),

@@ -38,6 +38,7 @@ OWNERS = {
     "provider": "the payment provider (a valid signature)",
     "public": "anyone",
     "finance": "alice (submitter key): no object; finance acts",
+    "catalog": "alice (submitter key): no object; the models the pool serves",
 }
 
 # endpoint -> (owner, the cells in ACTORS order). 401: not authenticated; 403: the credential's
@@ -97,6 +98,8 @@ MATRIX: dict[str, tuple[str, str]] = {
     "GET /api/v1/exports/{export_id}/download": ("finance", "401 403 403 403 403 ok ok"),
     # public by design
     "GET /api/v1/schema": ("public", "ok ok ok ok ok ok ok"),
+    # inference, OpenAI-compatible (errors in OpenAI's shape)
+    "GET /v1/models": ("catalog", "401 ok ok 403 403 403 403"),
     "GET /api/v1/docs": ("public", "ok ok ok ok ok ok ok"),
     "GET /healthz": ("public", "ok ok ok ok ok ok ok"),
     "GET /metrics": ("public", "ok ok ok ok ok ok ok"),

@@ -48,6 +48,7 @@ OWNER_PLAYS = {
     "provider": "anonymous",  # signed by the provider's secret: see _webhook
     "public": "anonymous",
     "finance": "alice",
+    "catalog": "alice",
 }
 ROLE_OF = {
     "alice": "submitter",
@@ -115,6 +116,7 @@ A = "/api/v1/agent/attempts/{}/"
 
 REQUESTS: dict[str, Builder] = {
     "GET /api/v1/me": lambda w, p, o: Call("get", "/api/v1/me"),
+    "GET /v1/models": lambda w, p, o: Call("get", "/v1/models"),
     "GET /api/v1/keys/": lambda w, p, o: Call("get", "/api/v1/keys/"),
     "POST /api/v1/keys/": lambda w, p, o: Call(
         "post", "/api/v1/keys/", {"role": ROLE_OF.get(p, "submitter"), "name": "matrix"}
