@@ -16,6 +16,7 @@ from django.db.models.lookups import GreaterThan
 
 from core.errors import DomainError
 from inference.models import InferenceModel
+from ledger.pricing import rules_at
 from nodes.models import Node, NodeState
 
 _CHUNK = 1024 * 1024
@@ -91,6 +92,8 @@ def capable_nodes(model: InferenceModel) -> QuerySet[Node]:
 
 
 def servable_models() -> QuerySet[InferenceModel]:
-    """Enabled models that at least one online node can hold now."""
+    """Enabled models that the price book in force prices (input and output tokens) and that
+    at least one online node can hold now."""
     holder = Node.objects.filter(_holds(OuterRef("vram_mb"), OuterRef("ram_mb")))
-    return InferenceModel.objects.filter(Exists(holder), enabled=True)
+    priced = rules_at().priced_models()
+    return InferenceModel.objects.filter(Exists(holder), enabled=True, name__in=priced)

@@ -11,12 +11,9 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-# As clients send it in `model`: letters, digits and . _ : / - (e.g. "tinyllama-1.1b-chat",
-# "org/name:q4"), starting with a letter or digit.
-model_name_validator = RegexValidator(
-    r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,99}$",
-    "letters, digits and . _ : / -, starting with a letter or digit (at most 100)",
-)
+# The name clients send; the price book keys the model's token prices by it.
+from ledger.models_pricing import model_name_validator
+
 sha256_validator = RegexValidator(r"^[0-9a-f]{64}$", "64 lowercase hexadecimal digits")
 # A path under INFERENCE_MODELS_DIR: no absolute path, no "..", no hidden parts.
 relative_path_validator = RegexValidator(

@@ -26,6 +26,12 @@ MAX_CASHOUT_FEE_BPS = 2000
 MIN_MULTIPLIER, MAX_MULTIPLIER = Decimal("0.001"), Decimal("100")
 
 slug_validator = RegexValidator(r"^[a-z0-9][a-z0-9-]{0,31}$", "lowercase letters, digits and '-'")
+# A model's name as clients send it (the inference catalog's names, and the key of its token
+# prices here): letters, digits and . _ : / -, e.g. "tinyllama-1.1b-chat" or "org/name:q4".
+model_name_validator = RegexValidator(
+    r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,99}$",
+    "letters, digits and . _ : / -, starting with a letter or digit (at most 100)",
+)
 
 
 def _refuse_frozen(book: "PriceBook") -> NoReturn:
@@ -113,22 +119,33 @@ class RuleKind(models.TextChoices):
     BASE_RATE = "base_rate", "base rate of a job kind (credits-minor per second)"
     TIER = "tier", "GPU-tier multiplier"
     REGION = "region", "region multiplier"
+    TOKEN_IN = "token_in", "a model's input tokens (credits-minor per million)"
+    TOKEN_OUT = "token_out", "a model's output tokens (credits-minor per million)"
+
+
+# Kinds whose value is a price (a whole number of credits-minor), not a multiplier.
+PRICE_KINDS = (RuleKind.BASE_RATE, RuleKind.TOKEN_IN, RuleKind.TOKEN_OUT)
+# Kinds keyed by an inference model's name rather than a slug.
+MODEL_KINDS = (RuleKind.TOKEN_IN, RuleKind.TOKEN_OUT)
 
 
 class PriceRule(models.Model):
-    """One row of a price book: a job kind's base rate, or a GPU tier's or a region's multiplier.
+    """One row of a price book: a job kind's base rate, a GPU tier's or a region's multiplier,
+    or an inference model's price per million input or output tokens.
 
     The key is a job kind (`default` covers every other kind), a tier slug the nodes app assigns,
-    or a region slug (in, us, uk, eu; see ledger.pricing.region_for). Frozen with its book.
+    a region slug (in, us, uk, eu; see ledger.pricing.region_for), or a model's name as clients
+    send it. Frozen with its book.
     """
 
     book = models.ForeignKey(PriceBook, on_delete=models.CASCADE, related_name="rules")
     kind = models.CharField(max_length=16, choices=RuleKind.choices)
-    key = models.CharField(max_length=32, validators=[slug_validator])
+    key = models.CharField(max_length=100)
     value = models.DecimalField(
         max_digits=13,
         decimal_places=3,
-        help_text="A base rate in whole credits-minor per second, or a multiplier (0.001-100).",
+        help_text="A price in whole credits-minor (per second for a base rate, per million "
+        "tokens for a model), or a multiplier (0.001-100).",
     )
 
     class Meta:
@@ -140,15 +157,17 @@ class PriceRule(models.Model):
             ),
             models.CheckConstraint(condition=Q(value__gt=0), name="pricerule_positive"),
             models.CheckConstraint(
-                condition=~Q(kind=RuleKind.BASE_RATE) | Q(value__gte=1, value=Floor("value")),
-                name="pricerule_base_rate_whole",
-                violation_error_message="A base rate is a whole number of at least 1.",
+                condition=~Q(kind__in=PRICE_KINDS) | Q(value__gte=1, value=Floor("value")),
+                name="pricerule_price_whole",
+                violation_error_message="A price is a whole number of at least 1.",
             ),
         ]
 
     def __str__(self) -> str:
         if self.kind == RuleKind.BASE_RATE:
             return f"{self.key}: {self.value:.0f}/s"
+        if self.kind in MODEL_KINDS:
+            return f"{self.key}: {self.value:.0f} per million {self.kind.removeprefix('token_')}put"
         return f"{self.kind} {self.key} * {self.value}"
 
     def save(self, *args: Any, **kwargs: Any) -> None:
@@ -160,7 +179,12 @@ class PriceRule(models.Model):
         return super().delete(*args, **kwargs)
 
     def clean(self) -> None:
-        multiplier = self.kind != RuleKind.BASE_RATE and self.value is not None
+        key_validator = model_name_validator if self.kind in MODEL_KINDS else slug_validator
+        try:
+            key_validator(self.key)
+        except ValidationError as exc:
+            raise ValidationError({"key": exc.messages}) from None
+        multiplier = self.kind not in PRICE_KINDS and self.value is not None
         if multiplier and not MIN_MULTIPLIER <= self.value <= MAX_MULTIPLIER:
             raise ValidationError(
                 {"value": f"A multiplier is between {MIN_MULTIPLIER} and {MAX_MULTIPLIER}."}

@@ -40,6 +40,11 @@ class UnknownTier(DomainError):
     code = "unknown_tier"
 
 
+class UnknownModelPrice(DomainError):
+    code = "unknown_model_price"
+    http_status = 404
+
+
 class PriceOutOfBounds(DomainError):
     code = "price_out_of_bounds"
 
@@ -66,6 +71,8 @@ class Rules:
     base_rates: dict[str, int]
     tiers: dict[str, Decimal]
     regions: dict[str, Decimal]
+    token_in: dict[str, int]  # model name -> credits-minor per million input tokens
+    token_out: dict[str, int]  # model name -> credits-minor per million output tokens
     default_region_multiplier: Decimal
     platform_fee_bps: int
     cashout_fee_bps: int
@@ -87,6 +94,26 @@ class Rules:
 
     def region_multiplier(self, region: str) -> Decimal:
         return self.regions.get(region_for(region), self.default_region_multiplier)
+
+    def priced_models(self) -> set[str]:
+        """Models with both token prices in this book: the ones a request can be billed for."""
+        return set(self.token_in) & set(self.token_out)
+
+    def token_rates(self, *, model: str, tier: str, region: str) -> tuple[int, int]:
+        """A model's (input, output) price per million tokens on a node of `tier` in `region`:
+        the book's prices under the same multipliers as a job's base rate."""
+        if model not in self.priced_models():
+            raise UnknownModelPrice(
+                f"no token prices for model {model!r} in price book v{self.version}"
+            )
+        tier_m, region_m = self.tier_multiplier(tier), self.region_multiplier(region)
+        per_in, per_out = (
+            quotes.multiplied(
+                base_minor=base[model], tier_multiplier=tier_m, region_multiplier=region_m
+            )
+            for base in (self.token_in, self.token_out)
+        )
+        return per_in, per_out
 
     def spot_initial(self, *, tier: str, region: str, job_kind: str = DEFAULT_JOB_KIND) -> int:
         return quotes.spot_initial(
@@ -116,6 +143,8 @@ def _rules_of(book: PriceBook) -> Rules:
         base_rates={kind: int(rate) for kind, rate in by_kind[RuleKind.BASE_RATE].items()},
         tiers=by_kind[RuleKind.TIER],
         regions=by_kind[RuleKind.REGION],
+        token_in={model: int(price) for model, price in by_kind[RuleKind.TOKEN_IN].items()},
+        token_out={model: int(price) for model, price in by_kind[RuleKind.TOKEN_OUT].items()},
         default_region_multiplier=book.default_region_multiplier,
         platform_fee_bps=book.platform_fee_bps,
         cashout_fee_bps=book.cashout_fee_bps,

@@ -30,12 +30,22 @@ def _require_int(name: str, value: int, *, minimum: int = 0) -> None:
         raise ValueError(f"{name} must be at least {minimum}, got {value}")
 
 
+def multiplied(*, base_minor: int, tier_multiplier: Decimal, region_multiplier: Decimal) -> int:
+    """A base price (per second of work, or per million tokens) for a tier and a region: the
+    product, rounded half up to whole minor units, and never below one."""
+    _require_int("base_minor", base_minor, minimum=1)
+    exact = Decimal(base_minor) * Decimal(tier_multiplier) * Decimal(region_multiplier)
+    return max(1, int(exact.quantize(Decimal(1), rounding=ROUND_HALF_UP)))
+
+
 def spot_initial(
     *, base_per_s_minor: int, tier_multiplier: Decimal, region_multiplier: Decimal
 ) -> int:
-    _require_int("base_per_s_minor", base_per_s_minor, minimum=1)
-    exact = Decimal(base_per_s_minor) * Decimal(tier_multiplier) * Decimal(region_multiplier)
-    return max(1, int(exact.quantize(Decimal(1), rounding=ROUND_HALF_UP)))
+    return multiplied(
+        base_minor=base_per_s_minor,
+        tier_multiplier=tier_multiplier,
+        region_multiplier=region_multiplier,
+    )
 
 
 def node_price(*, spot_per_s_minor: int, floor_per_s_minor: int = 0) -> int:

@@ -10,6 +10,7 @@ from django.db import IntegrityError, transaction
 
 from inference.catalog import ModelFileRejected, capable_nodes, model_register, servable_models
 from inference.models import InferenceModel
+from tests.inference.conftest import price_tokens
 from tests.jobs.conftest import online_node
 from tests.nodes.conftest import gpu, register_node
 
@@ -80,6 +81,7 @@ def test_names_are_what_clients_send(models_dir):
 def test_a_model_is_servable_when_an_online_node_has_room_and_headroom(models_dir, bob):
     cpu_model = model_register(_model("on-cpu", ram_mb=2048))
     gpu_model = model_register(_model("on-gpu", ram_mb=0, vram_mb=8000))
+    price_tokens({"on-cpu": (100, 300), "on-gpu": (100, 300)})
     assert list(servable_models()) == []
     # 8192 MB of VRAM is not 8000 + 512; 64000 MB of memory is room for the CPU model.
     node, _ = online_node(bob, gpus=[gpu(vram_total_mb=8192)], ram_mb=64000)
@@ -95,6 +97,7 @@ def test_a_model_is_servable_when_an_online_node_has_room_and_headroom(models_di
 
 def test_a_registered_node_that_never_beat_serves_nothing(models_dir, bob):
     model_register(_model())
+    price_tokens({"tiny": (100, 300)})
     register_node(bob, ram_mb=64000)  # offline until its first heartbeat
     assert list(servable_models()) == []
 
@@ -102,6 +105,8 @@ def test_a_registered_node_that_never_beat_serves_nothing(models_dir, bob):
 def test_v1_models_lists_what_can_be_served_in_openais_shape(models_dir, api, alice, bob):
     model_register(_model("tiny", context_length=512))
     model_register(_model("huge", ram_mb=10**6))
+    model_register(_model("unpriced"))
+    price_tokens({"tiny": (100, 300), "huge": (100, 300)})
     online_node(bob, ram_mb=64000)
     response = api(alice, "submitter").get("/v1/models")
     assert response.status_code == 200

@@ -253,7 +253,7 @@ def test_the_admin_edits_a_drafts_rules_within_their_bounds(client, dave):
     url = f"/admin/ledger/pricebook/{draft.pk}/change/"
     for bad, message in (
         ({"tier:rtx-4090": "150"}, b"A multiplier is between"),
-        ({"base_rate:default": "50.5"}, b"A base rate is a whole number"),
+        ({"base_rate:default": "50.5"}, b"A price is a whole number"),
     ):
         page = client.post(url, _draft_form(draft, **bad))
         assert page.status_code == 200 and message in page.content
