@@ -11,6 +11,7 @@ api_v1 = [
     path("", include("nodes.urls")),
     path("", include("jobs.urls")),
     path("", include("ledger.urls")),
+    path("", include("inference.agent_urls")),
     path("schema", SpectacularAPIView.as_view(), name="schema"),
     path("docs", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
 ]

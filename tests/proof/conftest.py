@@ -107,6 +107,8 @@ class World:
 def build_world(media_root: str) -> World:
     from django.contrib.auth import get_user_model
 
+    from inference.catalog import model_register
+    from inference.models import InferenceModel
     from jobs.models import Artifact, Job
     from ledger.cashouts import cashout_approve, cashout_request
     from ledger.exports import cashout_export_create
@@ -151,6 +153,12 @@ def build_world(media_root: str) -> World:
     )
     assert uploaded.status_code == 201, uploaded.content
     spare_key, _ = api_key_create(user=alice, role="submitter", name="spare")
+    model = model_register(
+        InferenceModel(
+            name="tiny", quantization="F16", context_length=256, ram_mb=1024,
+            file=SimpleUploadedFile("tiny.gguf", b"GGUF tiny"),
+        )
+    )  # fmt: skip
 
     def request(amount: int):
         with transaction.atomic():
@@ -195,7 +203,7 @@ def build_world(media_root: str) -> World:
         cashout_requested=requested,
         cashout_approved=approved,
         export=export,
-        extra={"media_root": media_root},
+        extra={"media_root": media_root, "model": model.name},
     )
 
 

@@ -39,6 +39,7 @@ OWNERS = {
     "public": "anyone",
     "finance": "alice (submitter key): no object; finance acts",
     "catalog": "alice (submitter key): no object; the models the pool serves",
+    "model_file": "bob's node (agent key), which can hold the model",
 }
 
 # endpoint -> (owner, the cells in ACTORS order). 401: not authenticated; 403: the credential's
@@ -100,6 +101,8 @@ MATRIX: dict[str, tuple[str, str]] = {
     "GET /api/v1/schema": ("public", "ok ok ok ok ok ok ok"),
     # inference, OpenAI-compatible (errors in OpenAI's shape)
     "GET /v1/models": ("catalog", "401 ok ok 403 403 403 403"),
+    # a model's file, for any node that can hold it (mallory's can too)
+    "GET /api/v1/agent/models/{name}": ("model_file", "401 ok 403 403 ok 403 403"),
     "GET /api/v1/docs": ("public", "ok ok ok ok ok ok ok"),
     "GET /healthz": ("public", "ok ok ok ok ok ok ok"),
     "GET /metrics": ("public", "ok ok ok ok ok ok ok"),

@@ -49,6 +49,7 @@ OWNER_PLAYS = {
     "public": "anonymous",
     "finance": "alice",
     "catalog": "alice",
+    "model_file": "bob_agent",
 }
 ROLE_OF = {
     "alice": "submitter",
@@ -117,6 +118,9 @@ A = "/api/v1/agent/attempts/{}/"
 REQUESTS: dict[str, Builder] = {
     "GET /api/v1/me": lambda w, p, o: Call("get", "/api/v1/me"),
     "GET /v1/models": lambda w, p, o: Call("get", "/v1/models"),
+    "GET /api/v1/agent/models/{name}": lambda w, p, o: Call(
+        "get", f"/api/v1/agent/models/{w.extra['model']}"
+    ),
     "GET /api/v1/keys/": lambda w, p, o: Call("get", "/api/v1/keys/"),
     "POST /api/v1/keys/": lambda w, p, o: Call(
         "post", "/api/v1/keys/", {"role": ROLE_OF.get(p, "submitter"), "name": "matrix"}
