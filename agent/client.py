@@ -7,7 +7,8 @@ import random
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
+from urllib.parse import quote
 
 import requests
 
@@ -16,6 +17,8 @@ READ_TIMEOUT_S = 15.0
 # A long-polled claim is held by the hub for `wait` seconds; allow for that plus the round trip.
 CLAIM_READ_MARGIN_S = 10.0
 UPLOAD_READ_TIMEOUT_S = 60.0
+# Between two reads of a model's file: a stall this long breaks the download (it resumes later).
+MODEL_READ_TIMEOUT_S = 60.0
 MAX_CLAIM_WAIT_S = 30
 
 
@@ -226,6 +229,30 @@ class HubClient:
 
     def me(self) -> dict[str, Any]:
         return self._json("GET", "/api/v1/agent/me")
+
+    def model_download(self, name: str, dest: BinaryIO, *, offset: int = 0) -> str:
+        """Append model `name`'s file from byte `offset` on to `dest`; returns the sha256 the
+        hub states for the whole file (X-Model-Sha256), which the caller must check."""
+        path = f"/api/v1/agent/models/{quote(name, safe='/:')}"
+        url = f"{self.base_url}{path}"
+        headers = {"Range": f"bytes={offset}-"} if offset else {}
+        timeout = (self._connect_timeout_s, MODEL_READ_TIMEOUT_S)
+        try:
+            with self._session().get(url, headers=headers, stream=True, timeout=timeout) as r:
+                if r.status_code >= 400:
+                    raise _error_for("GET", path, r)
+                if offset and r.status_code != 206:
+                    raise HubError(f"GET {path}: the hub did not resume at byte {offset}")
+                sha256 = r.headers.get("X-Model-Sha256", "")
+                if len(sha256) != 64:
+                    raise HubError(f"GET {path}: no X-Model-Sha256 in the answer")
+                for chunk in r.iter_content(chunk_size=1024 * 1024):
+                    dest.write(chunk)
+                return sha256.lower()
+        except requests.Timeout as exc:
+            raise HubUnavailable(f"GET {path}: the hub stopped sending") from exc
+        except requests.RequestException as exc:
+            raise HubUnavailable(f"GET {path}: {exc}") from exc
 
     def heartbeat(
         self,
