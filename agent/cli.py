@@ -118,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     commands.add_parser("doctor", help="check hardware, sandboxes and the hub connection")
     commands.add_parser("status", help="show this node's state on the hub and its local config")
+    commands.add_parser("models", help="list the models kept on this machine for inference")
     return parser
 
 
@@ -125,12 +126,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_logging(verbose=args.verbose)
     path = resolve_config_path(args.config)
-    handler = {"register": _register, "run": _run, "doctor": _doctor, "status": _status}
+    handler = {
+        "register": _register, "run": _run, "doctor": _doctor, "status": _status,
+        "models": _models,
+    }  # fmt: skip
     try:
         return handler[args.command](args, path)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+
+
+def _models(args: argparse.Namespace, path: Path) -> int:
+    config = load_config(path)
+    from agent.model_cache import ModelCache
+
+    budget = config.models_disk_mb * 1024 * 1024
+    cache = ModelCache(Path(config.models_dir), budget)
+    cached = cache.cached()
+    state = "on" if config.inference else "off (this machine serves no models)"
+    print(f"inference: {state}")
+    print(
+        f"models in {cache.root}: {len(cached)}, {cache.used_bytes() / 2**20:.1f} MB "
+        f"of {config.models_disk_mb} MB"
+    )
+    for model in reversed(cached):  # the most recently used first
+        used = time.strftime("%Y-%m-%d %H:%M", time.localtime(model.last_used))
+        names = ", ".join(model.names) or "?"
+        print(f"  {names}  {model.size / 2**20:.1f} MB  sha256 {model.sha256}  last used {used}")
+    return EXIT_OK
 
 
 def _register(args: argparse.Namespace, path: Path) -> int:

@@ -26,6 +26,10 @@ def default_work_dir() -> Path:
     return Path(platformdirs.user_data_dir(APP_NAME)) / "work"
 
 
+def default_models_dir() -> Path:
+    return Path(platformdirs.user_data_dir(APP_NAME)) / "models"
+
+
 def owner_name(hub_url: str, node_id: int) -> str:
     """`AgentConfig.owner` for a hub and a node: the node id, then a short digest of the hub."""
     return f"{node_id}-{hashlib.sha256(hub_url.rstrip('/').encode()).hexdigest()[:8]}"
@@ -45,6 +49,11 @@ class AgentConfig:
     work_dir: str = field(default_factory=lambda: str(default_work_dir()))
     heartbeat_interval_s: float = 15.0
     drain_grace_s: float = 60.0
+    # Inference: whether this machine serves models at all, where their files are kept, and
+    # how much disk they may take (the least recently used go first).
+    inference: bool = True
+    models_dir: str = field(default_factory=lambda: str(default_models_dir()))
+    models_disk_mb: int = 20480
 
     def __post_init__(self) -> None:
         self.hub_url = self.hub_url.rstrip("/")
@@ -77,6 +86,16 @@ class AgentConfig:
             problems.append(f"slots must be a positive integer (got {self.slots!r})")
         if self.sandbox not in SANDBOX_CHOICES:
             problems.append(f"sandbox must be one of {', '.join(SANDBOX_CHOICES)}")
+        if not isinstance(self.inference, bool):
+            problems.append(f"inference must be true or false (got {self.inference!r})")
+        if (
+            not isinstance(self.models_disk_mb, int)
+            or isinstance(self.models_disk_mb, bool)
+            or self.models_disk_mb < 1
+        ):
+            problems.append(
+                f"models_disk_mb must be a positive integer (got {self.models_disk_mb!r})"
+            )
         for name in ("heartbeat_interval_s", "drain_grace_s"):
             value = getattr(self, name)
             if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:

@@ -9,6 +9,7 @@ file's modification time (touched on each use), so the order survives a restart.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ class CachedModel:
     path: Path
     size: int
     last_used: float
+    names: tuple[str, ...] = ()
 
 
 def _sha256_of(path: Path) -> str:
@@ -51,10 +53,12 @@ class ModelCache:
 
     def cached(self) -> list[CachedModel]:
         """The models on disk, least recently used first."""
+        names = self._names()
         found = []
         for path in self.root.glob("*.gguf"):
             stat = path.stat()
-            found.append(CachedModel(path.stem, path, stat.st_size, stat.st_mtime))
+            known = tuple(names.get(path.stem, ()))
+            found.append(CachedModel(path.stem, path, stat.st_size, stat.st_mtime, known))
         return sorted(found, key=lambda m: m.last_used)
 
     def used_bytes(self) -> int:
@@ -66,6 +70,7 @@ class ModelCache:
         """The path of model `name`'s file, fetched from the hub unless it is here already
         (`sha256`, when the caller knows it, finds it without asking the hub). Marks it used."""
         if sha256 and (self.root / f"{sha256}.gguf").is_file():
+            self._remember(sha256, name)
             return self._touch(self.root / f"{sha256}.gguf")
         part = self.root / f"{hashlib.sha256(name.encode()).hexdigest()[:32]}.part"
         for attempt in ("resume", "afresh"):
@@ -76,7 +81,9 @@ class ModelCache:
                 part.unlink()
                 raise ModelCacheError(f"the hub states sha256 {stated} for {name}, not {sha256}")
             if _sha256_of(part) == stated:
-                return self._admit(part, stated)
+                path = self._admit(part, stated)
+                self._remember(stated, name)
+                return path
             # A part left by another version of the file, or damaged on disk: start over once.
             part.unlink()
             if attempt == "afresh":
@@ -104,6 +111,25 @@ class ModelCache:
                 return
             model.path.unlink(missing_ok=True)
             used -= model.size
+
+    # The names each file was asked for, for the operator's listing (`computepool-agent models`).
+    def _names(self) -> dict[str, list[str]]:
+        try:
+            loaded = json.loads((self.root / "names.json").read_text())
+        except (OSError, ValueError):
+            return {}
+        return loaded if isinstance(loaded, dict) else {}
+
+    def _remember(self, sha256: str, name: str) -> None:
+        names = self._names()
+        if name in names.get(sha256, []):
+            return
+        names[sha256] = sorted({*names.get(sha256, []), name})
+        present = {path.stem for path in self.root.glob("*.gguf")}
+        names = {sha: known for sha, known in names.items() if sha in present}
+        temporary = self.root / "names.json.tmp"
+        temporary.write_text(json.dumps(names, indent=1, sort_keys=True))
+        os.replace(temporary, self.root / "names.json")
 
     @staticmethod
     def _touch(path: Path) -> Path:

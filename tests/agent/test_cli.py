@@ -305,3 +305,41 @@ def test_a_real_agent_runs_a_task_in_bubblewrap_and_drains_on_sigterm(
     final = hub.requests[-1]
     assert final.path.endswith("/heartbeat")
     assert final.json()["status"] == "draining"
+
+
+# -- models ------------------------------------------------------------------------------------
+
+
+def test_it_lists_the_models_kept_for_inference(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import hashlib
+    import os
+
+    from agent.model_cache import ModelCache
+
+    models = tmp_path / "models"
+    path = tmp_path / "agent.json"
+    write_config(path, "http://127.0.0.1:9", models_dir=str(models), models_disk_mb=64)
+    data = b"GGUF" * 1000
+    sha = hashlib.sha256(data).hexdigest()
+
+    class Hub:  # serves one file, as the hub's model endpoint does (tested against the hub)
+        def model_download(self, name: str, dest, *, offset: int = 0) -> str:
+            dest.write(data[offset:])
+            return sha
+
+    cache = ModelCache(models, 64 * 2**20)
+    cache.ensure("org/tiny:q4", Hub())
+    cache.ensure("tiny-alias", Hub(), sha256=sha)
+    os.utime(cache.root / f"{sha}.gguf", (0, 0))
+
+    assert main(["--config", str(path), "models"]) == 0
+
+    out = capsys.readouterr().out
+    assert "inference: on" in out
+    assert "models in " in out and "1, 0.0 MB of 64 MB" in out
+    assert f"org/tiny:q4, tiny-alias  0.0 MB  sha256 {sha}" in out
+    write_config(path, "http://127.0.0.1:9", models_dir=str(models), inference=False)
+    assert main(["--config", str(path), "models"]) == 0
+    assert "inference: off" in capsys.readouterr().out

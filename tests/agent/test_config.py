@@ -82,6 +82,9 @@ def test_it_explains_a_corrupt_file(tmp_path: Path) -> None:
         ({"node_id": "7"}, "node_id must be an integer"),
         ({"allowed_images": "computepool/*"}, "allowed_images must be a list"),
         ({"drain_grace_s": -1}, "drain_grace_s must be a positive number"),
+        ({"inference": "no"}, "inference must be true or false"),
+        ({"models_disk_mb": 0}, "models_disk_mb must be a positive integer"),
+        ({"models_disk_mb": 1.5}, "models_disk_mb must be a positive integer"),
         ({"colour": "blue"}, "unknown setting"),
     ],
 )
