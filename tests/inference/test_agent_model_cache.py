@@ -34,13 +34,19 @@ def hub(live_server, transactional_db, tmp_path, settings, bob):
     return live_server.url, node
 
 
-def _client(url: str, bob, name: str = "rig-2") -> HubClient:
+@pytest.fixture
+def agent(hub, bob):
+    """The hub client of a second node that can hold the model. Closed after the test: an open
+    keep-alive connection would keep the live server's thread, and its database session, alive
+    past the test."""
     from tests.conftest import client_with_key
     from tests.nodes.conftest import beat
 
-    _, key = register_node(bob, name=name, ram_mb=64000)
+    _, key = register_node(bob, name="rig-2", ram_mb=64000)
     assert beat(client_with_key(key)).status_code == 200
-    return HubClient(url, key)
+    client = HubClient(hub[0], key)
+    yield client
+    client.close()
 
 
 class Counting:
@@ -58,10 +64,9 @@ class Counting:
             self.received += dest.tell() - start
 
 
-def test_a_model_is_fetched_once_checked_and_then_found_on_disk(hub, bob, tmp_path):
-    url, _ = hub
+def test_a_model_is_fetched_once_checked_and_then_found_on_disk(agent, tmp_path):
     cache = ModelCache(tmp_path / "cache", budget_bytes=10 * len(DATA))
-    fetcher = Counting(_client(url, bob))
+    fetcher = Counting(agent)
     path = cache.ensure("org/tiny:q4", fetcher)
     assert path.read_bytes() == DATA and path.name == f"{SHA}.gguf"
     assert cache.ensure("org/tiny:q4", fetcher, sha256=SHA) == path
@@ -69,24 +74,22 @@ def test_a_model_is_fetched_once_checked_and_then_found_on_disk(hub, bob, tmp_pa
     assert [m.sha256 for m in cache.cached()] == [SHA]
 
 
-def test_a_broken_download_resumes_where_it_stopped(hub, bob, tmp_path):
-    url, _ = hub
+def test_a_broken_download_resumes_where_it_stopped(agent, tmp_path):
     cache = ModelCache(tmp_path / "cache", budget_bytes=10 * len(DATA))
     part = cache.root / f"{hashlib.sha256(b'org/tiny:q4').hexdigest()[:32]}.part"
     part.write_bytes(DATA[:1_000_000])  # what a first, broken download left
-    fetcher = Counting(_client(url, bob))
+    fetcher = Counting(agent)
     assert cache.ensure("org/tiny:q4", fetcher).read_bytes() == DATA
     assert fetcher.offsets == [1_000_000]
     assert fetcher.received == len(DATA) - 1_000_000
     assert not part.exists()
 
 
-def test_a_damaged_part_is_fetched_again_and_a_wrong_sha256_is_refused(hub, bob, tmp_path):
-    url, _ = hub
+def test_a_damaged_part_is_fetched_again_and_a_wrong_sha256_is_refused(agent, tmp_path):
     cache = ModelCache(tmp_path / "cache", budget_bytes=10 * len(DATA))
     part = cache.root / f"{hashlib.sha256(b'org/tiny:q4').hexdigest()[:32]}.part"
     part.write_bytes(b"\0" * 1000)  # not the file's first bytes
-    fetcher = Counting(_client(url, bob))
+    fetcher = Counting(agent)
     assert cache.ensure("org/tiny:q4", fetcher).read_bytes() == DATA
     assert fetcher.offsets == [1000, 0]
     other = ModelCache(tmp_path / "other", budget_bytes=10 * len(DATA))
@@ -95,8 +98,7 @@ def test_a_damaged_part_is_fetched_again_and_a_wrong_sha256_is_refused(hub, bob,
     assert other.cached() == [] and list(other.root.iterdir()) == []
 
 
-def test_the_least_recently_used_model_makes_room(hub, bob, tmp_path):
-    url, _ = hub
+def test_the_least_recently_used_model_makes_room(agent, tmp_path):
     cache = ModelCache(tmp_path / "cache", budget_bytes=len(DATA) + 1_500_000)
     old, recent = cache.root / f"{'a' * 64}.gguf", cache.root / f"{'b' * 64}.gguf"
     old.write_bytes(b"x" * 1_000_000)
@@ -104,14 +106,13 @@ def test_the_least_recently_used_model_makes_room(hub, bob, tmp_path):
     now = time.time()
     os.utime(old, (now - 100, now - 100))
     os.utime(recent, (now - 10, now - 10))
-    cache.ensure("org/tiny:q4", _client(url, bob))
+    cache.ensure("org/tiny:q4", agent)
     assert not old.exists() and recent.exists()
     assert cache.used_bytes() <= cache.budget_bytes
 
 
-def test_a_model_larger_than_the_budget_is_refused(hub, bob, tmp_path):
-    url, _ = hub
+def test_a_model_larger_than_the_budget_is_refused(agent, tmp_path):
     cache = ModelCache(tmp_path / "cache", budget_bytes=1000)
     with pytest.raises(ModelCacheError, match="larger than the cache's budget"):
-        cache.ensure("org/tiny:q4", _client(url, bob))
+        cache.ensure("org/tiny:q4", agent)
     assert list(cache.root.iterdir()) == []
