@@ -13,7 +13,6 @@ from agent.client import HubClient
 from agent.model_cache import ModelCache, ModelCacheError
 from inference.catalog import model_register
 from inference.models import InferenceModel
-from tests.jobs.conftest import online_node
 from tests.nodes.conftest import register_node
 
 DATA = os.urandom(3 * 1024 * 1024 + 17)  # several chunks
@@ -21,7 +20,8 @@ SHA = hashlib.sha256(DATA).hexdigest()
 
 
 @pytest.fixture
-def hub(live_server, transactional_db, tmp_path, settings, bob):
+def hub(live_server, transactional_db, tmp_path, settings):
+    """The live hub's URL, its catalog holding the model."""
     settings.MEDIA_ROOT = tmp_path / "media"
     model_register(
         InferenceModel(
@@ -29,22 +29,20 @@ def hub(live_server, transactional_db, tmp_path, settings, bob):
             file=SimpleUploadedFile("tiny.gguf", DATA),
         )
     )  # fmt: skip
-    node, _ = online_node(bob, ram_mb=64000)
-
-    return live_server.url, node
+    return live_server.url
 
 
 @pytest.fixture
 def agent(hub, bob):
-    """The hub client of a second node that can hold the model. Closed after the test: an open
+    """The hub client of an online node that can hold the model. Closed after the test: an open
     keep-alive connection would keep the live server's thread, and its database session, alive
     past the test."""
     from tests.conftest import client_with_key
     from tests.nodes.conftest import beat
 
-    _, key = register_node(bob, name="rig-2", ram_mb=64000)
+    _, key = register_node(bob, ram_mb=64000)
     assert beat(client_with_key(key)).status_code == 200
-    client = HubClient(hub[0], key)
+    client = HubClient(hub, key)
     yield client
     client.close()
 
