@@ -241,6 +241,7 @@ def _run(args: argparse.Namespace, path: Path) -> int:
         drain_grace_s=args.drain_grace or config.drain_grace_s,
     )
     daemon = Daemon(
+        inference=_inference_service(config, client, capabilities),
         client=client,
         runner_factory=lambda: TaskRunner(
             client=client, sandbox=sandbox, hub_public_key=config.hub_public_key
@@ -254,6 +255,43 @@ def _run(args: argparse.Namespace, path: Path) -> int:
         return daemon.run()
     finally:
         client.close()
+
+
+def _inference_service(config: AgentConfig, client: HubClient, capabilities: dict[str, Any]):
+    """The model-serving side of the agent, or None where the operator opted out or no
+    engine is installed."""
+    log = logging.getLogger("agent")
+    if not config.inference:
+        log.info("inference: off (this machine serves no models)")
+        return None
+    from agent.engine.base import EngineError
+    from agent.engine.llama import LlamaProcess, engine_available
+    from agent.inference import InferenceService, InferenceSettings
+    from agent.model_cache import ModelCache
+
+    missing = engine_available()
+    if missing is not None:
+        log.warning("inference: off: %s", missing)
+        return None
+    on_gpu = bool(capabilities.get("gpu_count"))
+
+    def engine_for(model: dict[str, Any]) -> LlamaProcess:
+        vram = int(model.get("vram_mb") or 0)
+        fits = vram > 0 and (config.models_vram_mb == 0 or vram <= config.models_vram_mb)
+        if on_gpu and fits:
+            return LlamaProcess(n_gpu_layers=-1)
+        if int(model.get("ram_mb") or 0) > 0:
+            return LlamaProcess(n_gpu_layers=0)
+        raise EngineError(f"{model['name']} needs more VRAM than models may use here", unfit=True)
+
+    cache = ModelCache(Path(config.models_dir), config.models_disk_mb * 1024 * 1024)
+    log.info("inference: on, %d slot(s), models in %s", config.inference_slots, cache.root)
+    return InferenceService(
+        client=client,
+        cache=cache,
+        engine_factory=engine_for,
+        settings=InferenceSettings(slots=config.inference_slots),
+    )
 
 
 def _doctor(args: argparse.Namespace, path: Path) -> int:

@@ -254,6 +254,25 @@ class HubClient:
         except requests.RequestException as exc:
             raise HubUnavailable(f"GET {path}: {exc}") from exc
 
+    def inference_poll(self, state: dict[str, Any], *, wait: int) -> dict[str, Any] | None:
+        """Report the node's inference state and wait up to `wait` s for a request for it."""
+        response = self._request(
+            "POST",
+            "/api/v1/agent/inference/poll",
+            json_body={**state, "wait": wait},
+            read_timeout_s=wait + 15,
+        )
+        return None if response.status_code == 204 else response.json()
+
+    def inference_push(
+        self, request_id: int, *, attempt: int, entries: list[dict[str, Any]], model: str = ""
+    ) -> bool:
+        """Send an answer's next entries; True when the hub asks to stop. A request this node
+        no longer holds raises HubRejected (409 not_in_force)."""
+        body = {"attempt": attempt, "entries": entries, "model": model}
+        path = f"/api/v1/agent/inference/requests/{request_id}/push"
+        return bool(self._json("POST", path, json_body=body).get("cancel"))
+
     def heartbeat(
         self,
         *,

@@ -54,6 +54,10 @@ class AgentConfig:
     inference: bool = True
     models_dir: str = field(default_factory=lambda: str(default_models_dir()))
     models_disk_mb: int = 20480
+    # How many requests it serves at once, and the GPU memory models may take (0: no cap; a
+    # model that needs more runs on the CPU where the catalog allows it, else is refused).
+    inference_slots: int = 1
+    models_vram_mb: int = 0
 
     def __post_init__(self) -> None:
         self.hub_url = self.hub_url.rstrip("/")
@@ -96,6 +100,10 @@ class AgentConfig:
             problems.append(
                 f"models_disk_mb must be a positive integer (got {self.models_disk_mb!r})"
             )
+        for name, low in (("inference_slots", 1), ("models_vram_mb", 0)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                problems.append(f"{name} must be an integer ≥ {low} (got {value!r})")
         for name in ("heartbeat_interval_s", "drain_grace_s"):
             value = getattr(self, name)
             if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:

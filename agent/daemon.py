@@ -23,6 +23,7 @@ from agent.client import (
     HubError,
     HubUnavailable,
 )
+from agent.inference import InferenceService
 from agent.runner import Cancellation, TaskRunner
 
 log = logging.getLogger(__name__)
@@ -75,7 +76,9 @@ class Daemon:
         gpu_state: Callable[[], list[dict[str, Any]]] = list,
         load: Callable[[], dict[str, float]] = sample_load,
         rng: random.Random | None = None,
+        inference: InferenceService | None = None,
     ) -> None:
+        self._inference = inference
         self._client = client
         self._settings = settings
         self._capabilities = capabilities
@@ -101,6 +104,8 @@ class Daemon:
         log.info("stopping%s: no new tasks will be claimed", f" ({reason})" if reason else "")
         self._stop.set()
         self._beat_now.set()
+        if self._inference is not None:
+            self._inference.draining = True
 
     def install_signal_handlers(self) -> None:
         signal.signal(signal.SIGTERM, self._on_signal)
@@ -123,6 +128,8 @@ class Daemon:
             threading.Thread(
                 target=self._slot_loop, args=(slot,), name=f"slot-{slot.index}", daemon=True
             ).start()
+        if self._inference is not None:
+            threading.Thread(target=self._inference.run, name="inference", daemon=True).start()
         # A timed wait keeps the main thread responsive to signals.
         while not self._stop.wait(0.5):
             pass
@@ -153,7 +160,14 @@ class Daemon:
         status = status or self.status()
         if status == "available" and any(gpu.get("throttled") for gpu in gpus):
             status = "degraded"
-        load = dict(self._load(), running=self.running(), slots=self._settings.slots)
+        load: dict[str, Any] = dict(
+            self._load(), running=self.running(), slots=self._settings.slots
+        )
+        if self._inference is not None:
+            served = self._inference.state()
+            load.update(
+                models_loaded=served["models_loaded"], inference_running=served["current_load"]
+            )
         return self._client.heartbeat(
             status=status, load=load, gpus=gpus, leases=self._leases(), capabilities=capabilities
         )
@@ -311,6 +325,8 @@ class Daemon:
                         )
             self._force.clear()
             self._wait_idle(time.monotonic() + self._settings.cancel_grace_s)
+        if self._inference is not None:
+            self._inference.stop()
         self._heartbeat_stop.set()
         self._beat_now.set()
         heartbeat.join(timeout=5.0)

@@ -221,6 +221,15 @@ USE_TZ = True
 INFERENCE_MODELS_DIR = Path(env_str("INFERENCE_MODELS_DIR", str(VAR_DIR / "models")))
 # Memory a node must have to spare beyond a model's need to be offered it.
 INFERENCE_HEADROOM_MB = env_int("INFERENCE_HEADROOM_MB", 512, minimum=0)
+# The relay: how long a request waits for a free node before 429; how long a node has to send
+# its first token before the request moves to the next (failover); how long a silence after it
+# ends the answer with an error; how long an agent's long-poll for requests is held.
+INFERENCE_QUEUE_WAIT_S = env_int("INFERENCE_QUEUE_WAIT_S", 5, minimum=0)
+INFERENCE_FIRST_TOKEN_S = env_int("INFERENCE_FIRST_TOKEN_S", 15, minimum=1)
+INFERENCE_STALL_S = env_int("INFERENCE_STALL_S", 30, minimum=1)
+INFERENCE_POLL_WAIT_S = env_int("INFERENCE_POLL_WAIT_S", 20, minimum=1)
+# The most entries kept in one answer's Redis stream (the buffer between agent and client).
+INFERENCE_STREAM_MAXLEN = env_int("INFERENCE_STREAM_MAXLEN", 2000, minimum=100)
 
 # --- Ledger ----------------------------------------------------------------------------------
 

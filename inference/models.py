@@ -6,6 +6,7 @@ size (computed by the hub from the file; a sha256 the admin gives must match), a
 it needs. Agents fetch the file from the hub only and check the sha256 before use.
 """
 
+from django.conf import settings
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
@@ -68,3 +69,44 @@ class InferenceModel(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class RequestState(models.TextChoices):
+    REQUESTED = "requested"
+    SERVED = "served"
+    FAILED = "failed"
+
+
+class InferenceRequest(models.Model):
+    """One call of /v1/chat/completions or /v1/completions: a projection of its events
+    (InferenceRequested, then InferenceServed or InferenceFailed), written with them."""
+
+    submitter = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="inference_requests"
+    )
+    model = models.ForeignKey(InferenceModel, on_delete=models.PROTECT, related_name="requests")
+    kind = models.CharField(max_length=16)  # "chat" or "completion"
+    state = models.CharField(
+        max_length=16, choices=RequestState.choices, default=RequestState.REQUESTED
+    )
+    prompt_bound = models.PositiveIntegerField()
+    max_tokens = models.PositiveIntegerField()
+    held_minor = models.PositiveBigIntegerField()
+    book_version = models.PositiveIntegerField()
+    node = models.ForeignKey(
+        "nodes.Node", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    charged_minor = models.PositiveBigIntegerField(default=0)
+    ttft_ms = models.PositiveIntegerField(null=True, blank=True)
+    outcome = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["submitter", "-id"], name="infreq_submitter_recent")]
+
+    def __str__(self) -> str:
+        return f"inference request {self.pk} ({self.state})"

@@ -17,12 +17,16 @@ _TYPES = {
 }
 
 
+def error_type(http_status: int) -> str:
+    return _TYPES.get(http_status, "server_error")
+
+
 def openai_error(message: str, http_status: int, *, code: str | None = None,
                  param: str | None = None) -> Response:  # fmt: skip
     body = {
         "error": {
             "message": message,
-            "type": _TYPES.get(http_status, "server_error"),
+            "type": error_type(http_status),
             "param": param,
             "code": code,
         }

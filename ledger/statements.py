@@ -97,7 +97,7 @@ def statement_summary(*, user_id: int, period_from: datetime, period_to: datetim
 
 
 def _ref(payload: dict) -> str:
-    for name in ("attempt_id", "job_id", "cashout_id", "payment_id", "reference"):
+    for name in ("attempt_id", "job_id", "request_id", "cashout_id", "payment_id", "reference"):
         value = payload.get(name)
         if value not in (None, ""):
             return f"{name.removesuffix('_id')}:{value}"

@@ -189,6 +189,12 @@ class LoadIn(serializers.Serializer):
     mem_pct = _nullable(serializers.FloatField, min_value=0, max_value=1000)
     running = _nullable(serializers.IntegerField, min_value=0, max_value=10_000)
     slots = _nullable(serializers.IntegerField, min_value=0, max_value=10_000)
+    # Inference (agent.inference): what the node serves now; routing reads the same from its
+    # inference poll, which is fresher.
+    models_loaded = serializers.ListField(
+        child=serializers.CharField(max_length=100), max_length=32, required=False
+    )
+    inference_running = _nullable(serializers.IntegerField, min_value=0, max_value=10_000)
 
 
 class GpuStateIn(serializers.Serializer):

@@ -50,7 +50,13 @@ def find_bwrap() -> str:
 
 
 def _host_root_mounts() -> list[str]:
-    args = ["--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
+    return ["--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc", *root_links()]
+
+
+def root_links() -> list[str]:
+    """The top-level links into /usr (or the directories they are elsewhere), as the host has
+    them."""
+    args = []
     for name in ROOT_LINKS:
         host = Path("/") / name
         if host.is_symlink():

@@ -47,7 +47,11 @@ WORLD_SETTINGS = {
     "PASSWORD_HASHERS": ["django.contrib.auth.hashers.MD5PasswordHasher"],
     # The world's lease must outlive the module that uses it.
     "JOB_LEASE_S": 3600,
+    # No node serves models in this world: an allowed relay call gets its 429 at once.
+    "INFERENCE_QUEUE_WAIT_S": 0,
 }
+# A request in force on bob's node in the relay (Redis), for the push endpoint's row.
+RELAY_REQUEST_ID = 970_000_001
 
 
 @pytest.fixture(autouse=True)
@@ -105,14 +109,17 @@ class World:
 
 
 def build_world(media_root: str) -> World:
+    from asgiref.sync import async_to_sync
     from django.contrib.auth import get_user_model
 
+    from inference import relay
     from inference.catalog import model_register
     from inference.models import InferenceModel
     from jobs.models import Artifact, Job
     from ledger.cashouts import cashout_approve, cashout_request
     from ledger.exports import cashout_export_create
     from people.services import api_key_create, user_create
+    from tests.inference.conftest import price_tokens
 
     def person(name: str, roles: list[str]):
         return user_create(username=name, roles=roles, password="correct horse battery staple")
@@ -159,6 +166,10 @@ def build_world(media_root: str) -> World:
             file=SimpleUploadedFile("tiny.gguf", b"GGUF tiny"),
         )
     )  # fmt: skip
+    price_tokens({model.name: (1_000_000, 2_000_000)})
+    async_to_sync(relay.assign)(
+        RELAY_REQUEST_ID, 1, node.pk, node.agent_key.key_hash, {"model": {"name": "tiny"}}
+    )
 
     def request(amount: int):
         with transaction.atomic():
@@ -203,7 +214,7 @@ def build_world(media_root: str) -> World:
         cashout_requested=requested,
         cashout_approved=approved,
         export=export,
-        extra={"media_root": media_root, "model": model.name},
+        extra={"media_root": media_root, "model": model.name, "request": RELAY_REQUEST_ID},
     )
 
 

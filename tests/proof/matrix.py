@@ -40,6 +40,8 @@ OWNERS = {
     "finance": "alice (submitter key): no object; finance acts",
     "catalog": "alice (submitter key): no object; the models the pool serves",
     "model_file": "bob's node (agent key), which can hold the model",
+    "relay": "alice (submitter key): let through; no node serves in this world, so 429",
+    "relay_push": "bob's node (agent key), holding the request in the relay",
 }
 
 # endpoint -> (owner, the cells in ACTORS order). 401: not authenticated; 403: the credential's
@@ -101,6 +103,14 @@ MATRIX: dict[str, tuple[str, str]] = {
     "GET /api/v1/schema": ("public", "ok ok ok ok ok ok ok"),
     # inference, OpenAI-compatible (errors in OpenAI's shape)
     "GET /v1/models": ("catalog", "401 ok ok 403 403 403 403"),
+    "POST /v1/chat/completions": ("relay", "401 429 429 403 403 403 403"),
+    "POST /v1/completions": ("relay", "401 429 429 403 403 403 403"),
+    # Any key but the holding node's is answered like a request that is not held (409).
+    "POST /api/v1/agent/inference/poll": ("agent", "401 ok 403 403 ok 403 403"),
+    "POST /api/v1/agent/inference/requests/{request_id}/push": (
+        "relay_push",
+        "401 ok 409 409 409 409 409",
+    ),
     # a model's file, for any node that can hold it (mallory's can too)
     "GET /api/v1/agent/models/{name}": ("model_file", "401 ok 403 403 ok 403 403"),
     "GET /api/v1/docs": ("public", "ok ok ok ok ok ok ok"),

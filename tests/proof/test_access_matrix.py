@@ -50,6 +50,8 @@ OWNER_PLAYS = {
     "finance": "alice",
     "catalog": "alice",
     "model_file": "bob_agent",
+    "relay": "alice",
+    "relay_push": "bob_agent",
 }
 ROLE_OF = {
     "alice": "submitter",
@@ -118,6 +120,22 @@ A = "/api/v1/agent/attempts/{}/"
 REQUESTS: dict[str, Builder] = {
     "GET /api/v1/me": lambda w, p, o: Call("get", "/api/v1/me"),
     "GET /v1/models": lambda w, p, o: Call("get", "/v1/models"),
+    "POST /v1/chat/completions": lambda w, p, o: Call(
+        "post",
+        "/v1/chat/completions",
+        {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]},
+    ),
+    "POST /v1/completions": lambda w, p, o: Call(
+        "post", "/v1/completions", {"model": "tiny", "prompt": "hi"}
+    ),
+    "POST /api/v1/agent/inference/poll": lambda w, p, o: Call(
+        "post", "/api/v1/agent/inference/poll", {"wait": 0}
+    ),
+    "POST /api/v1/agent/inference/requests/{request_id}/push": lambda w, p, o: Call(
+        "post",
+        f"/api/v1/agent/inference/requests/{w.extra['request']}/push",
+        {"attempt": 1, "entries": [{"k": "t", "v": ["x"]}]},
+    ),
     "GET /api/v1/agent/models/{name}": lambda w, p, o: Call(
         "get", f"/api/v1/agent/models/{w.extra['model']}"
     ),

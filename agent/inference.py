@@ -1,0 +1,225 @@
+"""Serving models: a long-poll for inference requests beside the task slots.
+
+The poll carries the node's inference state (models loaded and cached, status, current load,
+free VRAM, slots) and waits for a request. Each request runs in a thread of its own, up to
+`slots` at once: the model's file from the cache (fetched from the hub on first need), the
+model loaded into an engine process (the least recently used unloaded first when more than
+`max_loaded` would be held), then the tokens pushed to the hub as they come, in small batches:
+the first at once (time to first token), then every PUSH_EVERY_S. The hub's answer to a push
+says whether to stop (the client left); a push refused because the request moved to another
+node stops the generation too.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agent.client import HubClient, HubError, HubRejected, HubUnavailable
+from agent.engine.base import Answer, Engine, EngineError
+from agent.model_cache import ModelCache, ModelCacheError
+
+log = logging.getLogger(__name__)
+
+PUSH_EVERY_S = 0.02
+
+
+@dataclass
+class InferenceSettings:
+    slots: int = 1
+    poll_wait_s: int = 20
+    max_loaded: int = 1
+    retry_s: float = 2.0
+
+
+class _Pusher:
+    """Batches an answer's pieces into pushes; remembers whether the hub asked to stop."""
+
+    def __init__(self, client: HubClient, assignment: dict[str, Any]) -> None:
+        self._client = client
+        self._request_id = assignment["request_id"]
+        self._attempt = assignment["attempt"]
+        self._model = assignment["model"]["name"]
+        self._pieces: list[str] = []
+        self._head: list[dict[str, Any]] = []
+        self._last = 0.0
+        self.stop = False
+
+    def add(self, pieces: list[str], prompt_tokens: int | None = None) -> bool:
+        if prompt_tokens is not None:
+            self._head.append({"k": "p", "v": prompt_tokens})
+        self._pieces.extend(pieces)
+        if time.monotonic() - self._last >= PUSH_EVERY_S:
+            self.flush()
+        return not self.stop
+
+    def flush(self, *tail: dict[str, Any]) -> None:
+        entries = self._head + ([{"k": "t", "v": self._pieces}] if self._pieces else [])
+        entries.extend(tail)
+        self._pieces, self._head = [], []
+        self._last = time.monotonic()
+        if not entries or (self.stop and not tail):
+            return
+        try:
+            if self._client.inference_push(
+                self._request_id, attempt=self._attempt, entries=entries, model=self._model
+            ):
+                self.stop = True
+        except HubRejected as exc:  # the request is no longer this node's
+            log.info("request %s: %s; stopping", self._request_id, exc)
+            self.stop = True
+        except HubError as exc:
+            log.warning("request %s: push failed (%s); stopping", self._request_id, exc)
+            self.stop = True
+
+
+class InferenceService:
+    def __init__(
+        self,
+        *,
+        client: HubClient,
+        cache: ModelCache,
+        engine_factory: Callable[[dict[str, Any]], Engine],
+        settings: InferenceSettings,
+        free_vram_mb: Callable[[], int | None] = lambda: None,
+    ) -> None:
+        self._client = client
+        self._cache = cache
+        self._engine_factory = engine_factory
+        self._settings = settings
+        self._free_vram_mb = free_vram_mb
+        self._engines: OrderedDict[str, Engine] = OrderedDict()  # sha256 → engine, LRU first
+        self._names: dict[str, str] = {}  # sha256 → model name
+        self._engines_lock = threading.Lock()
+        self._running = 0
+        self._running_lock = threading.Lock()
+        self._free = threading.Semaphore(settings.slots)
+        self._stop = threading.Event()
+        self.draining = False
+
+    # -- state -------------------------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        with self._engines_lock:
+            loaded = [self._names[sha] for sha in self._engines]
+        with self._running_lock:
+            running = self._running
+        if self.draining or self._stop.is_set():
+            status = "draining"
+        else:
+            status = "busy" if running >= self._settings.slots else "available"
+        cached = sorted({name for model in self._cache.cached() for name in model.names})
+        return {
+            "status": status,
+            "slots": self._settings.slots,
+            "current_load": running,
+            "free_vram_mb": self._free_vram_mb(),
+            "models_loaded": loaded[:32],
+            "models_cached": cached[:256],
+        }
+
+    # -- loop --------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Poll until stopped; each request gets a thread while a slot is free."""
+        while not self._stop.is_set():
+            if not self._free.acquire(timeout=0.5):
+                continue
+            try:
+                assignment = self._client.inference_poll(
+                    self.state(), wait=self._settings.poll_wait_s
+                )
+            except HubError as exc:
+                self._free.release()
+                level = logging.INFO if isinstance(exc, HubUnavailable) else logging.WARNING
+                log.log(level, "inference poll failed (%s); retrying", exc)
+                self._stop.wait(self._settings.retry_s)
+                continue
+            if assignment is None:
+                self._free.release()
+                continue
+            threading.Thread(
+                target=self._serve_slot, args=(assignment,), name="inference", daemon=True
+            ).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self._engines_lock:
+            engines = list(self._engines.values())
+            self._engines.clear()
+        for engine in engines:
+            engine.close()
+
+    def _serve_slot(self, assignment: dict[str, Any]) -> None:
+        with self._running_lock:
+            self._running += 1
+        try:
+            self.serve(assignment)
+        except Exception:
+            log.exception("request %s: unexpected error", assignment.get("request_id"))
+        finally:
+            with self._running_lock:
+                self._running -= 1
+            self._free.release()
+
+    # -- one request -------------------------------------------------------------------------
+
+    def serve(self, assignment: dict[str, Any]) -> Answer | None:
+        pusher = _Pusher(self._client, assignment)
+        model = assignment["model"]
+        log.info("request %s: %s (attempt %s)", assignment["request_id"], model["name"],
+                 assignment["attempt"])  # fmt: skip
+        try:
+            engine = self._engine_for(model)
+        except (EngineError, ModelCacheError, HubError) as exc:
+            unfit = isinstance(exc, EngineError) and exc.unfit
+            log.warning("request %s: cannot load %s: %s", assignment["request_id"],
+                        model["name"], exc)  # fmt: skip
+            pusher.flush({"k": "x", "v": {"error": f"cannot load the model: {exc}",
+                                          "unfit": unfit}})  # fmt: skip
+            return None
+        request = {key: assignment[key] for key in
+                   ("kind", "max_tokens", "temperature", "top_p", "stop", "seed")}  # fmt: skip
+        request["messages" if assignment["kind"] == "chat" else "prompt"] = assignment.get(
+            "messages" if assignment["kind"] == "chat" else "prompt"
+        )
+        try:
+            answer = engine.generate(request, pusher.add)
+        except EngineError as exc:
+            self._unload(model["sha256"])
+            pusher.flush({"k": "x", "v": {"error": str(exc)}})
+            return None
+        end = {"finish_reason": answer.finish_reason, "prompt_tokens": answer.prompt_tokens}
+        pusher.flush({"k": "e", "v": end})
+        return answer
+
+    def _engine_for(self, model: dict[str, Any]) -> Engine:
+        sha = model["sha256"]
+        with self._engines_lock:
+            engine = self._engines.get(sha)
+            if engine is not None:
+                self._engines.move_to_end(sha)
+                return engine
+        engine = self._engine_factory(model)  # may refuse the model here (EngineError)
+        path = self._cache.ensure(model["name"], self._client, sha256=sha)
+        with self._engines_lock:
+            while len(self._engines) >= self._settings.max_loaded:
+                old_sha, old = self._engines.popitem(last=False)
+                log.info("unloading %s to make room", self._names.get(old_sha, old_sha))
+                old.close()
+            engine.load(path, context_length=model["context_length"])
+            self._engines[sha] = engine
+            self._names[sha] = model["name"]
+            log.info("loaded %s", model["name"])
+            return engine
+
+    def _unload(self, sha: str) -> None:
+        with self._engines_lock:
+            engine = self._engines.pop(sha, None)
+        if engine is not None:
+            engine.close()

@@ -1,0 +1,153 @@
+"""What the relay refuses, and how: hostile or mistaken input gets OpenAI's error shape and
+leaves nothing behind (no request, no hold); an agent cannot push into a request it does not
+hold. Real Redis (REDIS_URL) and PostgreSQL; no engine is needed to refuse."""
+
+import json
+
+import pytest
+import redis
+from django.conf import settings as django_settings
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from inference import relay
+from inference.catalog import model_register
+from inference.models import InferenceModel, InferenceRequest
+from ledger.funding import credits_grant
+from ledger.models import Event
+from people.services import user_create
+from tests.conftest import client_with_key, key_for
+from tests.inference.conftest import price_tokens
+from tests.jobs.conftest import online_node
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def relay_world(tmp_path, settings, bob):
+    if not django_settings.REDIS_URL:
+        pytest.fail("the relay tests need Redis (REDIS_URL); scripts/test.sh provides one")
+    settings.MEDIA_ROOT = tmp_path
+    settings.INFERENCE_QUEUE_WAIT_S = 0
+    model_register(
+        InferenceModel(
+            name="tiny", quantization="F32", context_length=512, ram_mb=64,
+            file=SimpleUploadedFile("tiny.gguf", b"GGUF tiny"),
+        )
+    )  # fmt: skip
+    price_tokens({"tiny": (1_000_000, 2_000_000)})  # 1 and 2 minor units a token
+    node, agent = online_node(bob, ram_mb=64000)
+    yield node, agent
+    client = redis.Redis.from_url(django_settings.REDIS_URL)
+    for key in client.scan_iter(f"{relay.PREFIX}:*"):
+        client.delete(key)
+
+
+def _chat(client, **body):
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], **body}
+    return client.post("/v1/chat/completions", data=json.dumps(body),
+                       content_type="application/json")  # fmt: skip
+
+
+def _error(response, status, code=None):
+    assert response.status_code == status, response.content
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    if code is not None:
+        assert error["code"] == code
+    return error
+
+
+@pytest.fixture
+def submitter(alice):
+    credits_grant(user_id=alice.pk, amount=100_000, actor="test", reference="t",
+                  idempotency_key="relay-grant")  # fmt: skip
+    return client_with_key(key_for(alice, "submitter"))
+
+
+def test_bad_requests_are_refused_in_openais_shape_and_leave_nothing(submitter):
+    events = Event.objects.count()
+    assert _error(_chat(submitter, model="no-such-model"), 404, "model_not_found")
+    for bad in (
+        {"messages": "hi"},
+        {"messages": []},
+        {"messages": [{"role": "wizard", "content": "hi"}]},
+        {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": "x"}]}]},
+        {"max_tokens": 0},
+        {"max_tokens": -5},
+        {"max_tokens": 10**9},
+        {"max_tokens": 500},  # more than the 512-token context leaves after the prompt
+        {"temperature": "hot"},
+        {"stream": "yes"},
+        {"n": 3},
+        {"stop": ["a"] * 10},
+    ):
+        assert _error(_chat(submitter, **bad), 400)["type"] == "invalid_request_error", bad
+    long = [{"role": "user", "content": "x" * 600}]
+    assert _error(_chat(submitter, messages=long), 400, "context_length_exceeded")
+    raw = submitter.post("/v1/chat/completions", data=b"{not json",
+                         content_type="application/json")  # fmt: skip
+    _error(raw, 400)
+    assert InferenceRequest.objects.count() == 0
+    assert Event.objects.count() == events
+
+
+def test_only_a_submitters_key_may_ask(bob, client):
+    _error(_chat(client_with_key(key_for(bob, "operator"))), 403)
+    _error(_chat(client), 401)
+    _error(_chat(client_with_key("cpk_not-a-key")), 401, "invalid_api_key")
+
+
+def test_no_node_polling_means_429_with_retry_after(submitter):
+    response = _chat(submitter)
+    _error(response, 429, "no_capacity")
+    assert int(response["Retry-After"]) >= 1
+    assert InferenceRequest.objects.count() == 0
+
+
+def test_a_hold_the_credits_cannot_cover_is_402_and_nothing_is_held(relay_world):
+    _, agent = relay_world
+    # The node polls (and so is a candidate); the submitter has no credits.
+    assert agent.post("/api/v1/agent/inference/poll", {"wait": 0}, format="json").status_code == 204
+    broke = user_create(username="broke", roles=["submitter"])
+    response = _chat(client_with_key(key_for(broke, "submitter")))
+    _error(response, 402, "insufficient_quota")
+    assert InferenceRequest.objects.count() == 0
+
+
+def test_the_poll_checks_what_the_agent_reports(relay_world):
+    _, agent = relay_world
+    for bad in ({"status": "asleep"}, {"slots": 0}, {"slots": 1, "current_load": 5},
+                {"models_loaded": "tiny"}, {"wait": 3600}):  # fmt: skip
+        response = agent.post("/api/v1/agent/inference/poll", {"wait": 0, **bad}, format="json")
+        assert response.status_code == 400, bad
+    submitter_key = client_with_key("cpk_not-a-key")
+    assert submitter_key.post("/api/v1/agent/inference/poll", {}, format="json").status_code == 401
+
+
+def test_an_agent_cannot_push_into_a_request_it_does_not_hold(relay_world, bob):
+    node, agent = relay_world
+    _, other_agent = online_node(bob, ram_mb=64000)
+    tokens = {"attempt": 1, "entries": [{"k": "t", "v": ["stolen"]}]}
+    # No such request at all.
+    response = agent.post("/api/v1/agent/inference/requests/999999/push", tokens, format="json")
+    assert response.status_code == 409 and response.json()["error"] == "not_in_force"
+    # A request in force on `node`: another node's key, or a stale attempt, is refused.
+    from asgiref.sync import async_to_sync
+
+    key_hash = node.agent_key.key_hash
+    async_to_sync(relay.assign)(424242, 2, node.pk, key_hash, {"model": {"name": "tiny"}})
+    for client, attempt in ((other_agent, 2), (agent, 1)):
+        response = client.post("/api/v1/agent/inference/requests/424242/push",
+                               {**tokens, "attempt": attempt}, format="json")  # fmt: skip
+        assert response.status_code == 409, response.content
+    stream = redis.Redis.from_url(django_settings.REDIS_URL)
+    assert stream.xlen(f"{relay.PREFIX}:o:424242:2") == 0
+    assert stream.xlen(f"{relay.PREFIX}:o:424242:1") == 0
+    # The holder's push goes through, once its entries are well formed.
+    bad = {"attempt": 2, "entries": [{"k": "e", "v": {"finish_reason": "bored"}}]}
+    response = agent.post("/api/v1/agent/inference/requests/424242/push", bad, format="json")
+    assert response.status_code == 400
+    response = agent.post("/api/v1/agent/inference/requests/424242/push",
+                          {**tokens, "attempt": 2}, format="json")  # fmt: skip
+    assert response.status_code == 200 and response.json() == {"cancel": False}
+    assert stream.xlen(f"{relay.PREFIX}:o:424242:2") == 1
