@@ -154,6 +154,15 @@ def _models(args: argparse.Namespace, path: Path) -> int:
         used = time.strftime("%Y-%m-%d %H:%M", time.localtime(model.last_used))
         names = ", ".join(model.names) or "?"
         print(f"  {names}  {model.size / 2**20:.1f} MB  sha256 {model.sha256}  last used {used}")
+    # What is loaded lives in the running agent, which tells the hub with each heartbeat.
+    client = HubClient(config.hub_url, config.agent_key)
+    try:
+        loaded = (client.me().get("load") or {}).get("models_loaded") or []
+        print(f"loaded (the running agent's last heartbeat): {', '.join(loaded) or 'none'}")
+    except HubError as exc:
+        print(f"loaded: unknown (the hub did not answer: {exc})")
+    finally:
+        client.close()
     return EXIT_OK
 
 
@@ -264,6 +273,7 @@ def _inference_service(config: AgentConfig, client: HubClient, capabilities: dic
     if not config.inference:
         log.info("inference: off (this machine serves no models)")
         return None
+    from agent.detect import detect_gpu_state
     from agent.engine.base import EngineError
     from agent.engine.llama import LlamaProcess, engine_available
     from agent.inference import InferenceService, InferenceSettings
@@ -290,8 +300,19 @@ def _inference_service(config: AgentConfig, client: HubClient, capabilities: dic
         client=client,
         cache=cache,
         engine_factory=engine_for,
-        settings=InferenceSettings(slots=config.inference_slots),
+        settings=InferenceSettings(slots=config.inference_slots, vram_cap_mb=config.models_vram_mb),
+        free_vram_mb=lambda: _free_vram_mb(detect_gpu_state),
     )
+
+
+def _free_vram_mb(gpu_state) -> int | None:
+    """The free VRAM of the GPU with the most free, or None without a GPU."""
+    try:
+        free = [gpu.get("vram_free_mb") for gpu in gpu_state()]
+    except Exception:  # a failing sensor reads as no GPU, never as a crash
+        return None
+    free = [mb for mb in free if isinstance(mb, int)]
+    return max(free) if free else None
 
 
 def _doctor(args: argparse.Namespace, path: Path) -> int:
@@ -323,6 +344,9 @@ def _doctor(args: argparse.Namespace, path: Path) -> int:
     if config is not None:
         _heading(out, "Leftovers")
         _print_leftovers(out, config)
+
+    _heading(out, "Inference")
+    problems += _print_inference(out, config)
 
     _heading(out, "Hub")
     if config is None:
@@ -451,6 +475,30 @@ def _status(args: argparse.Namespace, path: Path) -> int:
         client.close()
     _print_node(out, node)
     return EXIT_OK
+
+
+def _print_inference(out: TextIO, config: AgentConfig | None) -> list[str]:
+    if config is not None and not config.inference:
+        _row(out, "inference", "off (inference: false): this machine serves no models")
+        return []
+    from agent.engine.base import EngineError
+    from agent.engine.llama import engine_available, engine_check
+
+    missing = engine_available()
+    if missing is not None:
+        _row(out, "engine", f"not installed: {missing}; or set inference: false")
+        return []
+    try:
+        _row(out, "engine", f"llama.cpp in its sandbox: ok ({engine_check()})")
+    except EngineError as exc:
+        _row(out, "engine", f"PROBLEM: {exc}")
+        return ["inference engine"]
+    if config is not None:
+        vram = f"{config.models_vram_mb} MB" if config.models_vram_mb else "whatever is free"
+        disk = f"up to {config.models_disk_mb} MB on disk"
+        slots = f"{config.inference_slots} request(s) at once"
+        _row(out, "models", f"{config.models_dir}, {disk}, {vram} of VRAM, {slots}")
+    return []
 
 
 def _heading(out: TextIO, title: str) -> None:

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import psutil
+
 from agent.client import HubClient, HubError, HubRejected, HubUnavailable
 from agent.engine.base import Answer, Engine, EngineError
 from agent.model_cache import ModelCache, ModelCacheError
@@ -27,13 +29,17 @@ from agent.model_cache import ModelCache, ModelCacheError
 log = logging.getLogger(__name__)
 
 PUSH_EVERY_S = 0.02
+MIB = 1024 * 1024
+# Memory kept free beside a model being loaded (the hub's INFERENCE_HEADROOM_MB, by default).
+HEADROOM_MB = 512
 
 
 @dataclass
 class InferenceSettings:
     slots: int = 1
     poll_wait_s: int = 20
-    max_loaded: int = 1
+    max_loaded: int = 4
+    vram_cap_mb: int = 0  # the most GPU memory models may take (0: whatever is free)
     retry_s: float = 2.0
 
 
@@ -60,15 +66,18 @@ class _Pusher:
 
     def flush(self, *tail: dict[str, Any]) -> None:
         entries = self._head + ([{"k": "t", "v": self._pieces}] if self._pieces else [])
+        if self.stop:  # told to stop: what came since is not wanted, only the end is said
+            entries = []
         entries.extend(tail)
         self._pieces, self._head = [], []
         self._last = time.monotonic()
-        if not entries or (self.stop and not tail):
+        if not entries:
             return
         try:
             if self._client.inference_push(
                 self._request_id, attempt=self._attempt, entries=entries, model=self._model
             ):
+                log.info("request %s: the hub asks to stop; stopping", self._request_id)
                 self.stop = True
         except HubRejected as exc:  # the request is no longer this node's
             log.info("request %s: %s; stopping", self._request_id, exc)
@@ -87,7 +96,9 @@ class InferenceService:
         engine_factory: Callable[[dict[str, Any]], Engine],
         settings: InferenceSettings,
         free_vram_mb: Callable[[], int | None] = lambda: None,
+        free_ram_mb: Callable[[], int] = lambda: psutil.virtual_memory().available // MIB,
     ) -> None:
+        self._free_ram_mb = free_ram_mb
         self._client = client
         self._cache = cache
         self._engine_factory = engine_factory
@@ -95,7 +106,8 @@ class InferenceService:
         self._free_vram_mb = free_vram_mb
         self._engines: OrderedDict[str, Engine] = OrderedDict()  # sha256 → engine, LRU first
         self._names: dict[str, str] = {}  # sha256 → model name
-        self._engines_lock = threading.Lock()
+        self._needs: dict[str, tuple[int, bool]] = {}  # sha256 → (MB it needs, on a GPU?)
+        self._engines_lock = threading.RLock()
         self._running = 0
         self._running_lock = threading.Lock()
         self._free = threading.Semaphore(settings.slots)
@@ -206,17 +218,36 @@ class InferenceService:
                 self._engines.move_to_end(sha)
                 return engine
         engine = self._engine_factory(model)  # may refuse the model here (EngineError)
+        on_gpu = bool(getattr(engine, "on_gpu", False))
+        need = int(model.get("vram_mb" if on_gpu else "ram_mb") or 0)
         path = self._cache.ensure(model["name"], self._client, sha256=sha)
         with self._engines_lock:
-            while len(self._engines) >= self._settings.max_loaded:
+            # The least recently used go first: past the count allowed, or while the memory
+            # this model needs (with the catalog's headroom) is not free.
+            while self._engines and (
+                len(self._engines) >= self._settings.max_loaded
+                or need + HEADROOM_MB > self._free_mb(on_gpu)
+            ):
                 old_sha, old = self._engines.popitem(last=False)
                 log.info("unloading %s to make room", self._names.get(old_sha, old_sha))
                 old.close()
+                self._needs.pop(old_sha, None)
             engine.load(path, context_length=model["context_length"])
             self._engines[sha] = engine
             self._names[sha] = model["name"]
+            self._needs[sha] = (need, on_gpu)
             log.info("loaded %s", model["name"])
             return engine
+
+    def _free_mb(self, on_gpu: bool) -> int:
+        if not on_gpu:
+            return self._free_ram_mb()
+        free = self._free_vram_mb() or 0
+        cap = self._settings.vram_cap_mb
+        if cap:
+            used = sum(need for need, gpu in self._needs.values() if gpu)
+            free = min(free, cap - used)
+        return free
 
     def _unload(self, sha: str) -> None:
         with self._engines_lock:

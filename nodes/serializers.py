@@ -244,6 +244,7 @@ class AgentMeOut(serializers.ModelSerializer):
             "quarantine_reason",
             "cooldown_until",
             "heartbeat_interval_s",
+            "load",
         )
 
     def get_reliability(self, node: Node) -> float:

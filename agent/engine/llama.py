@@ -36,6 +36,23 @@ def engine_available() -> str | None:
     return None
 
 
+def engine_check() -> str:
+    """Start the engine's process as requests do and have it import llama.cpp: its version
+    and the CPU features it was built for, or EngineError with why not (for `doctor`)."""
+    probe = (
+        "import llama_cpp; print(llama_cpp.__version__, "
+        "llama_cpp.llama_print_system_info().decode().strip()[:120])"
+    )
+    argv, env = sandboxed([sys.executable, "-c", probe], memory_mb=2048, gpu=False)
+    try:
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EngineError(f"the engine's process did not run: {exc}") from exc
+    if done.returncode != 0:
+        raise EngineError((done.stderr.strip().splitlines() or ["it failed"])[-1])
+    return done.stdout.strip()
+
+
 def _readable_roots() -> list[str]:
     """What the engine process must read beyond /usr: the interpreter, its libraries, this
     code; and of /etc only what the dynamic loader reads."""
@@ -86,6 +103,7 @@ class LlamaProcess:
     def __init__(self, *, n_gpu_layers: int = 0, memory_mb: int | None = None) -> None:
         self._n_gpu_layers = n_gpu_layers
         self._memory_mb = memory_mb
+        self.on_gpu = n_gpu_layers != 0
         self._proc: subprocess.Popen[str] | None = None
         self._lock = threading.Lock()  # one generation at a time per process
 
@@ -142,9 +160,8 @@ class LlamaProcess:
             stopped = False
             while True:
                 message = self._receive()
-                if "p" in message or "t" in message:
-                    pieces = [message["t"]] if "t" in message else []
-                    if not stopped and not emit(pieces, message.get("p")):
+                if "t" in message:
+                    if not stopped and not emit([message["t"]], message.get("p")):
                         stopped = True
                         self._send({"op": "cancel"})
                     continue

@@ -2,10 +2,10 @@
 
 It speaks JSON lines on stdin/stdout and nothing else (the sandbox gives it no network):
 first `{"op": "load", "path", "n_ctx", "n_gpu_layers"}` → `{"ok": true}` or `{"error", "unfit"}`;
-then per request `{"op": "generate", ...}` → `{"p": prompt_tokens}` with the first token,
-`{"t": "piece"}` per token, then `{"end": finish_reason, "prompt_tokens", "completion_tokens"}`
-or `{"error"}`. `{"op": "cancel"}`
-at any time stops the generation in progress at its next token. End of stdin ends the process.
+then per request `{"op": "generate", ...}` → `{"t": "piece"}` per token (the first with
+`"p"`: the prompt's size in tokens), then `{"end": finish_reason, "prompt_tokens",
+"completion_tokens"}` or `{"error"}`. `{"op": "cancel"}` at any
+time stops the generation in progress at its next token. End of stdin ends the process.
 """
 
 import json
@@ -46,8 +46,9 @@ def _generate(llm: Any, request: dict[str, Any], cancel: threading.Event) -> Non
             if piece:
                 count += 1
                 if count == 1:  # the prompt is evaluated: its size, for a bill cut short
-                    _write({"p": max(int(getattr(llm, "n_tokens", 1)) - 1, 0)})
-                _write({"t": piece})
+                    _write({"t": piece, "p": max(int(getattr(llm, "n_tokens", 1)) - 1, 0)})
+                else:
+                    _write({"t": piece})
             finish = reason or finish
             if cancel.is_set():
                 finish = "cancelled"

@@ -340,6 +340,7 @@ def test_it_lists_the_models_kept_for_inference(
     assert "inference: on" in out
     assert "models in " in out and "1, 0.0 MB of 64 MB" in out
     assert f"org/tiny:q4, tiny-alias  0.0 MB  sha256 {sha}" in out
+    assert "loaded: unknown (the hub did not answer" in out  # nothing listens on port 9
     write_config(path, "http://127.0.0.1:9", models_dir=str(models), inference=False)
     assert main(["--config", str(path), "models"]) == 0
     assert "inference: off" in capsys.readouterr().out

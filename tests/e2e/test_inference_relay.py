@@ -187,6 +187,14 @@ def test_two_agents_serve_streamed_and_whole_answers_through_two_hubs(relay_stac
     assert first.charged_minor == _cost(first)
     assert first.ttft_ms is not None
     _books_balance(r)
+    # The operator's view of one agent: what it keeps on disk and what it has loaded.
+    config = r.stack.workdir / "agent-1.json"
+
+    def listed() -> str | None:
+        out = r.stack.run(["-m", "agent", "--config", str(config), "models"]).stdout
+        return out if "loaded (the running agent's last heartbeat): tiny" in out else None
+
+    assert "tiny  0.4 MB  sha256" in r.stack.wait_until("agent-1 to report tiny loaded", listed)
 
 
 def test_a_node_dead_before_its_first_token_is_replaced_unseen(relay_stack, tmp_path):
@@ -229,4 +237,58 @@ def test_a_node_dead_mid_answer_ends_the_stream_with_an_error_and_bills_what_cam
     assert request.state == RequestState.FAILED
     assert 0 < request.completion_tokens == len(pieces) < 1800
     assert request.prompt_tokens > 0 and request.charged_minor == _cost(request)
+    _books_balance(r)
+
+
+def test_a_client_that_leaves_stops_the_generation_and_pays_for_what_it_got(relay_stack, tmp_path):
+    r = relay_stack
+    r.wait_polling(r.start_agent("agent-1", tmp_path))
+    with r.client() as client:
+        stream = client.chat.completions.create(
+            model="tiny", messages=[{"role": "user", "content": "Go on."}], temperature=0,
+            max_tokens=1800, stream=True,
+        )  # fmt: skip
+        for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                break
+        stream.close()  # the client hangs up after its first token
+        left = time.monotonic()
+    request = r.stack.wait_until(
+        "the request to close",
+        lambda: InferenceRequest.objects.exclude(state=RequestState.REQUESTED).first(),
+    )
+    assert request.state == RequestState.FAILED and request.outcome == "the client disconnected"
+    assert 0 < request.completion_tokens < 1800 and request.charged_minor == _cost(request)
+    # The agent was told to stop on its next push, well within a second of the hang-up.
+    log = r.stack.workdir / "agent-1.log"
+    r.stack.wait_until(
+        "the agent to stop generating",
+        lambda: f"request {request.pk}: " in log.read_text() and "stopping" in log.read_text(),
+        timeout=1,
+    )
+    assert time.monotonic() - left < 2
+    _books_balance(r)
+
+
+def test_a_model_that_fails_to_load_is_not_offered_to_that_node_again(relay_stack, tmp_path):
+    r = relay_stack
+    broken = r.stack.env["INFERENCE_MODELS_DIR"] + "/broken.gguf"
+    Path(broken).write_bytes(b"GGUF" + os.urandom(4096))
+    model_register(InferenceModel(name="broken", path="broken.gguf", quantization="F32",
+                                  context_length=2048, ram_mb=64))  # fmt: skip
+    price_tokens({"broken": (1_000_000, 1_000_000)})
+    node = r.start_agent("agent-1", tmp_path)
+    r.wait_polling(node)
+    with r.client() as client:
+        with pytest.raises(openai.APIStatusError) as failed:
+            client.completions.create(model="broken", prompt="hi", max_tokens=4)
+        assert failed.value.status_code == 503 and "cannot load" in str(failed.value)
+        assert r.redis.hget(f"{relay.PREFIX}:unfit:{node}", "broken")
+        # The node is no longer a candidate for it (so: no capacity), but still is for others.
+        with pytest.raises(openai.RateLimitError):
+            client.completions.create(model="broken", prompt="hi", max_tokens=4)
+        assert client.completions.create(model="tiny", prompt="hi", max_tokens=4).usage
+    assert [req.state for req in InferenceRequest.objects.order_by("id")] == [
+        RequestState.FAILED, RequestState.SERVED,
+    ]  # fmt: skip
     _books_balance(r)
