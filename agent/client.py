@@ -254,24 +254,26 @@ class HubClient:
         except requests.RequestException as exc:
             raise HubUnavailable(f"GET {path}: {exc}") from exc
 
-    def inference_poll(self, state: dict[str, Any], *, wait: int) -> dict[str, Any] | None:
-        """Report the node's inference state and wait up to `wait` s for a request for it."""
+    def inference_poll(
+        self, state: dict[str, Any], *, wait: int, free: int = 1
+    ) -> list[dict[str, Any]]:
+        """Report the node's inference state and wait up to `wait` s for requests for it (up
+        to `free` of them)."""
         response = self._request(
             "POST",
             "/api/v1/agent/inference/poll",
-            json_body={**state, "wait": wait},
+            json_body={**state, "wait": wait, "free": free},
             read_timeout_s=wait + 15,
         )
-        return None if response.status_code == 204 else response.json()
+        return [] if response.status_code == 204 else list(response.json()["assignments"])
 
-    def inference_push(
-        self, request_id: int, *, attempt: int, entries: list[dict[str, Any]], model: str = ""
-    ) -> bool:
-        """Send an answer's next entries; True when the hub asks to stop. A request this node
-        no longer holds raises HubRejected (409 not_in_force)."""
-        body = {"attempt": attempt, "entries": entries, "model": model}
-        path = f"/api/v1/agent/inference/requests/{request_id}/push"
-        return bool(self._json("POST", path, json_body=body).get("cancel"))
+    def inference_push(self, pushes: list[dict[str, Any]]) -> dict[str, str]:
+        """Send the next entries of several answers at once ({request_id, attempt, model,
+        entries} each); per request id: "ok", "stop" (the hub wants no more) or "refused"
+        (this node does not hold it)."""
+        answer = self._json("POST", "/api/v1/agent/inference/push", json_body={"pushes": pushes})
+        results = answer.get("results")
+        return {str(k): str(v) for k, v in results.items()} if isinstance(results, dict) else {}
 
     def heartbeat(
         self,

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from typing import Any
 
 import psutil
 
-from agent.client import HubClient, HubError, HubRejected, HubUnavailable
+from agent.client import HubClient, HubError, HubUnavailable
 from agent.engine.base import Answer, Engine, EngineError
 from agent.model_cache import ModelCache, ModelCacheError
 
@@ -43,48 +42,100 @@ class InferenceSettings:
     retry_s: float = 2.0
 
 
-class _Pusher:
-    """Batches an answer's pieces into pushes; remembers whether the hub asked to stop."""
+class _Answer:
+    """One request's entries on their way to the hub, and whether the hub wants it stopped."""
 
-    def __init__(self, client: HubClient, assignment: dict[str, Any]) -> None:
-        self._client = client
-        self._request_id = assignment["request_id"]
-        self._attempt = assignment["attempt"]
-        self._model = assignment["model"]["name"]
-        self._pieces: list[str] = []
-        self._head: list[dict[str, Any]] = []
-        self._last = 0.0
+    def __init__(self, assignment: dict[str, Any]) -> None:
+        self.request_id = assignment["request_id"]
+        self.attempt = assignment["attempt"]
+        self.model = assignment["model"]["name"]
+        self.pending: list[dict[str, Any]] = []
+        self.started = False  # its first token has been sent
+        self.final = False  # its last entry is pending
+        self.sent = threading.Event()  # ... and has been sent
         self.stop = False
 
-    def add(self, pieces: list[str], prompt_tokens: int | None = None) -> bool:
-        if prompt_tokens is not None:
-            self._head.append({"k": "p", "v": prompt_tokens})
-        self._pieces.extend(pieces)
-        if time.monotonic() - self._last >= PUSH_EVERY_S:
-            self.flush()
-        return not self.stop
 
-    def flush(self, *tail: dict[str, Any]) -> None:
-        entries = self._head + ([{"k": "t", "v": self._pieces}] if self._pieces else [])
-        if self.stop:  # told to stop: what came since is not wanted, only the end is said
-            entries = []
-        entries.extend(tail)
-        self._pieces, self._head = [], []
-        self._last = time.monotonic()
-        if not entries:
-            return
-        try:
-            if self._client.inference_push(
-                self._request_id, attempt=self._attempt, entries=entries, model=self._model
-            ):
-                log.info("request %s: the hub asks to stop; stopping", self._request_id)
-                self.stop = True
-        except HubRejected as exc:  # the request is no longer this node's
-            log.info("request %s: %s; stopping", self._request_id, exc)
-            self.stop = True
-        except HubError as exc:
-            log.warning("request %s: push failed (%s); stopping", self._request_id, exc)
-            self.stop = True
+class _Pushes:
+    """Every running answer's entries, sent to the hub together: one request per PUSH_EVERY_S
+    for all of them (a node with hundreds of streams would otherwise make thousands of
+    requests a second), except that an answer's first token goes at once (time to first
+    token). The hub's reply says, per request, whether to go on."""
+
+    def __init__(self, client: HubClient) -> None:
+        self._client = client
+        self._lock = threading.Lock()
+        self._answers: dict[int, _Answer] = {}
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def open(self, assignment: dict[str, Any]) -> _Answer:
+        answer = _Answer(assignment)
+        with self._lock:
+            self._answers[answer.request_id] = answer
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="push", daemon=True)
+                self._thread.start()
+        return answer
+
+    def add(self, answer: _Answer, pieces: list[str], prompt_tokens: int | None = None) -> bool:
+        with self._lock:
+            if answer.stop:
+                return False
+            if prompt_tokens is not None:
+                answer.pending.append({"k": "p", "v": prompt_tokens})
+            if pieces:
+                last = answer.pending[-1] if answer.pending else None
+                if last is not None and last["k"] == "t":
+                    last["v"].extend(pieces)
+                else:
+                    answer.pending.append({"k": "t", "v": list(pieces)})
+            if not answer.started and pieces:
+                answer.started = True
+                self._wake.set()
+            return True
+
+    def finish(self, answer: _Answer, entry: dict[str, Any]) -> None:
+        """Send the answer's last entry (its end, or an error) and wait until it is sent."""
+        with self._lock:
+            if answer.stop:  # what came since the hub said stop is not wanted
+                answer.pending = []
+            answer.pending.append(entry)
+            answer.final = True
+        self._wake.set()
+        answer.sent.wait(30)
+
+    def _loop(self) -> None:
+        while True:
+            self._wake.wait(PUSH_EVERY_S)
+            self._wake.clear()
+            with self._lock:
+                batch = [a for a in self._answers.values() if a.pending]
+                pushes = [
+                    {"request_id": a.request_id, "attempt": a.attempt, "model": a.model,
+                     "entries": a.pending}
+                    for a in batch
+                ]  # fmt: skip
+                finished = [a for a in batch if a.final]
+                for answer in batch:
+                    answer.pending = []
+                for answer in finished:
+                    del self._answers[answer.request_id]
+            if not pushes:
+                continue
+            try:
+                results = self._client.inference_push(pushes)
+            except HubError as exc:
+                log.warning("push of %d answer(s) failed (%s); stopping them", len(batch), exc)
+                results = {}
+            for answer in batch:
+                result = results.get(str(answer.request_id), "refused")
+                if result != "ok" and not answer.stop:
+                    why = "the hub asks to stop" if result == "stop" else "no longer this node's"
+                    log.info("request %s: %s; stopping", answer.request_id, why)
+                    answer.stop = True
+            for answer in finished:
+                answer.sent.set()
 
 
 class InferenceService:
@@ -110,7 +161,8 @@ class InferenceService:
         self._engines_lock = threading.RLock()
         self._running = 0
         self._running_lock = threading.Lock()
-        self._free = threading.Semaphore(settings.slots)
+        self._slot_freed = threading.Event()
+        self._pushes = _Pushes(client)
         self._stop = threading.Event()
         self.draining = False
 
@@ -140,24 +192,27 @@ class InferenceService:
     def run(self) -> None:
         """Poll until stopped; each request gets a thread while a slot is free."""
         while not self._stop.is_set():
-            if not self._free.acquire(timeout=0.5):
+            with self._running_lock:
+                free = self._settings.slots - self._running
+            if free <= 0:
+                self._slot_freed.wait(0.5)
+                self._slot_freed.clear()
                 continue
             try:
-                assignment = self._client.inference_poll(
-                    self.state(), wait=self._settings.poll_wait_s
+                assignments = self._client.inference_poll(
+                    self.state(), wait=self._settings.poll_wait_s, free=free
                 )
             except HubError as exc:
-                self._free.release()
                 level = logging.INFO if isinstance(exc, HubUnavailable) else logging.WARNING
                 log.log(level, "inference poll failed (%s); retrying", exc)
                 self._stop.wait(self._settings.retry_s)
                 continue
-            if assignment is None:
-                self._free.release()
-                continue
-            threading.Thread(
-                target=self._serve_slot, args=(assignment,), name="inference", daemon=True
-            ).start()
+            for assignment in assignments[:free]:
+                with self._running_lock:
+                    self._running += 1
+                threading.Thread(
+                    target=self._serve_slot, args=(assignment,), name="inference", daemon=True
+                ).start()
 
     def stop(self) -> None:
         self._stop.set()
@@ -168,8 +223,6 @@ class InferenceService:
             engine.close()
 
     def _serve_slot(self, assignment: dict[str, Any]) -> None:
-        with self._running_lock:
-            self._running += 1
         try:
             self.serve(assignment)
         except Exception:
@@ -177,12 +230,12 @@ class InferenceService:
         finally:
             with self._running_lock:
                 self._running -= 1
-            self._free.release()
+            self._slot_freed.set()
 
     # -- one request -------------------------------------------------------------------------
 
     def serve(self, assignment: dict[str, Any]) -> Answer | None:
-        pusher = _Pusher(self._client, assignment)
+        answer = self._pushes.open(assignment)
         model = assignment["model"]
         log.info("request %s: %s (attempt %s)", assignment["request_id"], model["name"],
                  assignment["attempt"])  # fmt: skip
@@ -192,7 +245,7 @@ class InferenceService:
             unfit = isinstance(exc, EngineError) and exc.unfit
             log.warning("request %s: cannot load %s: %s", assignment["request_id"],
                         model["name"], exc)  # fmt: skip
-            pusher.flush({"k": "x", "v": {"error": f"cannot load the model: {exc}",
+            self._pushes.finish(answer, {"k": "x", "v": {"error": f"cannot load the model: {exc}",
                                           "unfit": unfit}})  # fmt: skip
             return None
         request = {key: assignment[key] for key in
@@ -201,14 +254,16 @@ class InferenceService:
             "messages" if assignment["kind"] == "chat" else "prompt"
         )
         try:
-            answer = engine.generate(request, pusher.add)
+            result = engine.generate(
+                request, lambda pieces, prompt=None: self._pushes.add(answer, pieces, prompt)
+            )
         except EngineError as exc:
             self._unload(model["sha256"])
-            pusher.flush({"k": "x", "v": {"error": str(exc)}})
+            self._pushes.finish(answer, {"k": "x", "v": {"error": str(exc)}})
             return None
-        end = {"finish_reason": answer.finish_reason, "prompt_tokens": answer.prompt_tokens}
-        pusher.flush({"k": "e", "v": end})
-        return answer
+        end = {"finish_reason": result.finish_reason, "prompt_tokens": result.prompt_tokens}
+        self._pushes.finish(answer, {"k": "e", "v": end})
+        return result
 
     def _engine_for(self, model: dict[str, Any]) -> Engine:
         sha = model["sha256"]

@@ -51,7 +51,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "core.static_files.StaticFilesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -228,6 +228,8 @@ INFERENCE_QUEUE_WAIT_S = env_int("INFERENCE_QUEUE_WAIT_S", 5, minimum=0)
 INFERENCE_FIRST_TOKEN_S = env_int("INFERENCE_FIRST_TOKEN_S", 15, minimum=1)
 INFERENCE_STALL_S = env_int("INFERENCE_STALL_S", 30, minimum=1)
 INFERENCE_POLL_WAIT_S = env_int("INFERENCE_POLL_WAIT_S", 20, minimum=1)
+# Threads (each with its database connection) for the relay's database work, per process.
+INFERENCE_DB_THREADS = env_int("INFERENCE_DB_THREADS", 8, minimum=1)
 # The most entries kept in one answer's Redis stream (the buffer between agent and client).
 INFERENCE_STREAM_MAXLEN = env_int("INFERENCE_STREAM_MAXLEN", 2000, minimum=100)
 

@@ -2,21 +2,24 @@
 
 `POST /api/v1/agent/inference/poll` (agent key): the body is the node's inference state, kept
 in Redis while the agent polls (routing reads it; a node that stops polling drops out when it
-expires); the answer is the next request for the node (200) or nothing in time (204).
+expires), with `free`, how many requests it can start now; the answer is up to that many
+requests for the node (200, `{"assignments": [...]}`) or nothing in time (204).
 
-`POST /api/v1/agent/inference/requests/<id>/push`: the attempt's entries, in order: the
-prompt's size once the engine has read it (`{"k": "p", "v": 42}`), tokens
-(`{"k": "t", "v": ["pie", "ces"]}`), the end (`{"k": "e", "v": {"finish_reason", "prompt_tokens"}}`)
-or an error (`{"k": "x", "v": {"error", "unfit"}}`; `unfit`: the model could not be loaded here,
-so the node is not offered it again until the model or the node's memory changes). Accepted
-only from the key of the node whose attempt is in force: anything else is refused with 409 and
-nothing is relayed. The answer says whether to stop (the client has gone, or max_tokens).
+`POST /api/v1/agent/inference/push`: `{"pushes": [{request_id, attempt, model, entries}]}`, the
+next entries of each answer the agent is sending (all of them in one request, so that a node
+with many streams makes few requests). Each answer's entries, in order: the prompt's size once
+the engine has read it (`{"k": "p", "v": 42}`), tokens (`{"k": "t", "v": ["pie", "ces"]}`), the
+end (`{"k": "e", "v": {"finish_reason", "prompt_tokens"}}`) or an error (`{"k": "x", "v":
+{"error", "unfit"}}`; `unfit`: the model could not be loaded here, so the node is not offered it
+again until the model or the node's memory changes). Each is accepted only from the key of the
+node whose attempt is in force; anything else is refused and nothing of it is relayed. The
+answer says, per request: "ok", "stop" (the client has gone, or max_tokens was reached) or
+"refused"; with 409 when all were refused.
 """
 
 import json
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.decorators import method_decorator
@@ -27,7 +30,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.errors import DomainError
-from inference import relay, routing
+from inference import db_threads, relay, routing
 from inference.models import InferenceModel
 from nodes.auth import IsAgent
 from nodes.models import Node
@@ -64,7 +67,7 @@ def node_state(body: Any) -> dict[str, Any]:
     status = body.get("status", "available")
     _check(status in STATUSES, "status", f"one of {', '.join(STATUSES)}")
     slots = body.get("slots", 1)
-    _check(type(slots) is int and 1 <= slots <= 64, "slots", "an integer from 1 to 64")
+    _check(type(slots) is int and 1 <= slots <= 1024, "slots", "an integer from 1 to 1024")
     load = body.get("current_load", 0)
     _check(type(load) is int and 0 <= load <= slots, "current_load", "an integer from 0 to slots")
     free = body.get("free_vram_mb")
@@ -86,8 +89,10 @@ class _PollAdmission(APIView):
         state = node_state(request.data)
         wait = request.data.get("wait", settings.INFERENCE_POLL_WAIT_S)
         _check(type(wait) is int and 0 <= wait <= 60, "wait", "seconds from 0 to 60")
+        free = request.data.get("free", 1)
+        _check(type(free) is int and 1 <= free <= state["slots"], "free", "1 to slots")
         response = Response(status=202)
-        response.polled = (request.auth.pk, state, min(wait, settings.INFERENCE_POLL_WAIT_S))
+        response.polled = (request.auth.pk, state, min(wait, settings.INFERENCE_POLL_WAIT_S), free)
         return response
 
 
@@ -99,8 +104,8 @@ class Poll(View):
 
 @method_decorator(csrf_exempt, name="dispatch")
 class Push(View):
-    async def post(self, request: HttpRequest, request_id: int) -> HttpResponse:
-        return await _push(request, request_id)
+    async def post(self, request: HttpRequest) -> HttpResponse:
+        return await _push(request)
 
 
 async def _poll(request: HttpRequest) -> HttpResponse:
@@ -108,20 +113,21 @@ async def _poll(request: HttpRequest) -> HttpResponse:
         relay.aclient()
     except relay.RelayUnavailable as exc:
         return JsonResponse({"error": "relay_unavailable", "detail": str(exc)}, status=503)
-    response = await sync_to_async(_PollAdmission.as_view())(request)
+    run = db_threads.runner(request)
+    response = await run(_PollAdmission.as_view(), request)
     polled = getattr(response, "polled", None)
     if polled is None:
         response.render()
         return response
-    node_id, state, wait = polled
+    node_id, state, wait, free = polled
     # Kept a little past the poll: a node counts as available only while it keeps polling.
     await relay.node_state_put(node_id, state, ttl_s=wait + 5)
     if state["status"] == "draining":
         return HttpResponse(status=204)
-    assignment = await relay.assignment_next(node_id, wait_s=wait)
-    if assignment is None:
+    assignments = await relay.assignments_next(node_id, wait_s=wait, most=free)
+    if not assignments:
         return HttpResponse(status=204)
-    return JsonResponse(assignment)
+    return JsonResponse({"assignments": assignments})
 
 
 def _entry(raw: Any) -> dict[str, str]:
@@ -161,36 +167,52 @@ def _unfit_marker(node_id: int, model_name: str) -> str | None:
     return routing.unfit_marker(model, **node)
 
 
-async def _push(request: HttpRequest, request_id: int) -> HttpResponse:
+def _pushes(raw: bytes) -> list[tuple[int, int, list[dict[str, str]], str]]:
+    if len(raw) > MAX_PUSH_BYTES:
+        raise BadState(f"at most {MAX_PUSH_BYTES} bytes", fields={"body": ["too large"]})
+    body = json.loads(raw)
+    _check(isinstance(body, dict), "body", "a JSON object")
+    pushes = body.get("pushes")
+    _check(isinstance(pushes, list) and 0 < len(pushes) <= 1024, "pushes", "a list of 1–1024")
+    found = []
+    for push in pushes:
+        _check(isinstance(push, dict), "pushes", "objects")
+        request_id, attempt = push.get("request_id"), push.get("attempt")
+        _check(type(request_id) is int and request_id >= 1, "request_id", "an integer ≥ 1")
+        _check(type(attempt) is int and attempt >= 1, "attempt", "an integer ≥ 1")
+        entries = push.get("entries")
+        _check(isinstance(entries, list) and len(entries) <= 1000, "entries", "a list")
+        model = push.get("model", "")
+        _check(isinstance(model, str), "model", "a model's name")
+        found.append((request_id, attempt, [_entry(item) for item in entries], model))
+    _check(len({p[0] for p in found}) == len(found), "pushes", "one per request")
+    return found
+
+
+async def _push(request: HttpRequest) -> HttpResponse:
     scheme, _, key = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not key:
         return JsonResponse({"error": "not_authenticated", "detail": "an agent key"}, status=401)
     try:
-        if len(request.body) > MAX_PUSH_BYTES:
-            raise BadState(f"at most {MAX_PUSH_BYTES} bytes", fields={"body": ["too large"]})
-        body = json.loads(request.body)
-        _check(isinstance(body, dict), "body", "a JSON object")
-        attempt = body.get("attempt")
-        _check(type(attempt) is int and attempt >= 1, "attempt", "an integer ≥ 1")
-        raw = body.get("entries")
-        _check(isinstance(raw, list) and len(raw) <= 1000, "entries", "a list")
-        entries = [_entry(item) for item in raw]
-        model = body.get("model", "")
+        pushes = _pushes(request.body)
     except (ValueError, UnicodeDecodeError):
         return JsonResponse({"error": "invalid", "detail": "the body is not JSON"}, status=400)
     except DomainError as exc:
         return JsonResponse({"error": exc.code, "detail": str(exc), "fields": exc.fields},
                             status=exc.http_status)  # fmt: skip
-    held = await relay.push(request_id, attempt, key, entries)
-    if held is None:
-        return JsonResponse(
-            {"error": "not_in_force", "detail": "this node does not hold that request now"},
-            status=409,
-        )
-    node_id, cancel = held
-    for entry in entries:
-        if entry["k"] == "x" and json.loads(entry["v"])["unfit"] and isinstance(model, str):
-            marker = await sync_to_async(_unfit_marker, thread_sensitive=False)(node_id, model)
-            if marker is not None:
-                await relay.unfit_put(node_id, model, marker)
-    return JsonResponse({"cancel": cancel})
+    held = await relay.push(key, [(rid, attempt, entries) for rid, attempt, entries, _ in pushes])
+    results: dict[str, str] = {}
+    for (request_id, _, entries, model), outcome in zip(pushes, held, strict=True):
+        if outcome is None:
+            results[str(request_id)] = "refused"
+            continue
+        node_id, cancel = outcome
+        results[str(request_id)] = "stop" if cancel else "ok"
+        for entry in entries:
+            if entry["k"] == "x" and json.loads(entry["v"])["unfit"] and model:
+                marker = await db_threads.runner(request)(_unfit_marker, node_id, model)
+                if marker is not None:
+                    await relay.unfit_put(node_id, model, marker)
+    # A batch of which nothing was taken is refused as a whole, as a stale lease is (409).
+    refused = all(result == "refused" for result in results.values())
+    return JsonResponse({"results": results}, status=409 if refused else 200)

@@ -6,9 +6,5 @@ urlpatterns = [
     # A model's name may hold "/" (org/name): the rest of the path is the name.
     path("agent/models/<path:name>", api.AgentModelFileApi.as_view(), name="agent-model-file"),
     path("agent/inference/poll", agent_relay.Poll.as_view(), name="agent-inference-poll"),
-    path(
-        "agent/inference/requests/<int:request_id>/push",
-        agent_relay.Push.as_view(),
-        name="agent-inference-push",
-    ),
+    path("agent/inference/push", agent_relay.Push.as_view(), name="agent-inference-push"),
 ]

@@ -46,6 +46,8 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
     if param:
         message = f"{message} ({param}: {'; '.join(fields[param])})"
     code = data.get("error")
+    if response.status_code == 402:  # what OpenAI's clients know a lack of credits by
+        code = "insufficient_quota"
     if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
         code = "invalid_api_key"
     shaped = openai_error(str(message), response.status_code, code=code, param=param)

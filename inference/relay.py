@@ -115,35 +115,51 @@ async def unfit_put(node_id: int, model: str, marker: str) -> None:
     await aclient().hset(_unfit(node_id), model, marker)
 
 
-async def assignment_next(node_id: int, *, wait_s: float) -> dict[str, Any] | None:
-    """The next assignment still in force for the node, waiting up to `wait_s`."""
+async def assignments_next(node_id: int, *, wait_s: float, most: int) -> list[dict[str, Any]]:
+    """Up to `most` assignments still in force for the node, waiting up to `wait_s` for the
+    first (an agent with many free slots takes a burst in one poll)."""
     deadline = time.monotonic() + wait_s
     while (left := deadline - time.monotonic()) > 0:
         popped = await aclient().blpop([_queue(node_id)], timeout=max(left, 0.01))
         if popped is None:
-            return None
-        assignment = json.loads(popped[1])
-        current = await aclient().hget(_attempt(assignment["request_id"]), "attempt")
-        if current == str(assignment["attempt"]):
-            return assignment
-    return None
+            return []
+        raw = [popped[1]]
+        if most > 1:
+            raw += await aclient().lpop(_queue(node_id), most - 1) or []
+        found = [json.loads(item) for item in raw]
+        pipe = aclient().pipeline(transaction=False)
+        for assignment in found:
+            pipe.hget(_attempt(assignment["request_id"]), "attempt")
+        current = await pipe.execute()
+        live = [a for a, now in zip(found, current, strict=True) if now == str(a["attempt"])]
+        if live:
+            return live
+    return []
 
 
 async def push(
-    request_id: int, attempt: int, agent_key: str, entries: list[dict[str, str]]
-) -> tuple[int, bool] | None:
-    """Append the agent's entries to its attempt's stream. None: the attempt is not this
-    agent's (nothing written); otherwise its node and whether the hub asks it to stop."""
-    fields = await aclient().hgetall(_attempt(request_id))
-    if fields.get("attempt") != str(attempt) or fields.get("key") != hash_key(agent_key):
-        return None
-    if entries:
-        pipe = aclient().pipeline(transaction=False)
+    agent_key: str, pushes: list[tuple[int, int, list[dict[str, str]]]]
+) -> list[tuple[int, bool] | None]:
+    """Append each (request, attempt, entries) to its attempt's stream, in two round trips
+    for all of them. Per push: None when the attempt is not this agent's (nothing written),
+    otherwise its node and whether the hub asks the agent to stop."""
+    key = hash_key(agent_key)
+    pipe = aclient().pipeline(transaction=False)
+    for request_id, _, _ in pushes:
+        pipe.hgetall(_attempt(request_id))
+    held = await pipe.execute()
+    results: list[tuple[int, bool] | None] = []
+    pipe = aclient().pipeline(transaction=False)
+    for (request_id, attempt, entries), fields in zip(pushes, held, strict=True):
+        if fields.get("attempt") != str(attempt) or fields.get("key") != key:
+            results.append(None)
+            continue
+        results.append((int(fields["node"]), fields.get("cancel") == "1"))
         for entry in entries:
             pipe.xadd(_out(request_id, attempt), entry, maxlen=settings.INFERENCE_STREAM_MAXLEN)
         pipe.expire(_out(request_id, attempt), 3600)
-        await pipe.execute()
-    return int(fields["node"]), fields.get("cancel") == "1"
+    await pipe.execute()
+    return results
 
 
 # --- the client's side -------------------------------------------------------------------------

@@ -23,7 +23,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.utils.decorators import method_decorator
@@ -35,7 +34,7 @@ from rest_framework.views import APIView
 
 from core.api.permissions import IsSubmitter
 from core.errors import DomainError
-from inference import billing, openai_errors, protocol, relay, routing
+from inference import billing, db_threads, openai_errors, protocol, relay, routing
 from inference.models import InferenceModel, InferenceRequest
 from inference.protocol import Generation
 from ledger.pricing import Rules, rules_at
@@ -63,11 +62,6 @@ def _rendered(response: Response) -> HttpResponse:
     return response
 
 
-def _db(fn):
-    """A database call from async code: in a thread of its own, not the one sync views share."""
-    return sync_to_async(fn, thread_sensitive=False)
-
-
 # --- admission -------------------------------------------------------------------------------
 
 
@@ -79,6 +73,24 @@ class Admitted:
     rules: Rules
     prompt_bound: int
     max_tokens: int
+    # Most requests find their candidates and are held in the admission's own thread (one
+    # hop from the event loop instead of three); otherwise the relay waits for a candidate.
+    candidates: list[routing.Candidate] = field(default_factory=list)
+    opened: InferenceRequest | None = None
+
+
+def _hold(admitted: Admitted, candidates: list[routing.Candidate]) -> InferenceRequest:
+    """Open the request, holding its most at the highest rates among its candidates."""
+    return billing.request_open(
+        submitter_id=admitted.submitter_id,
+        model=admitted.model,
+        kind=admitted.generation.kind,
+        prompt_bound=admitted.prompt_bound,
+        max_tokens=admitted.max_tokens,
+        rate_in=max(c.rate_in for c in candidates),
+        rate_out=max(c.rate_out for c in candidates),
+        book_version=admitted.rules.version,
+    )
 
 
 class _Admission(APIView):
@@ -101,8 +113,14 @@ class _Admission(APIView):
         bound, max_tokens = protocol.completion_budget(
             generation, context_length=model.context_length
         )
+        admitted = Admitted(request.user.pk, generation, model, rules, bound, max_tokens)
+        admitted.candidates = routing.candidates(
+            model, rules, max_output_price=generation.max_output_price
+        )
+        if admitted.candidates:
+            admitted.opened = _hold(admitted, admitted.candidates)
         response = Response(status=202)
-        response.admitted = Admitted(request.user.pk, generation, model, rules, bound, max_tokens)
+        response.admitted = admitted
         return response
 
 
@@ -126,6 +144,7 @@ class Serving:
     """The attempt in force and what the hub relayed of it."""
 
     request: InferenceRequest
+    run: db_threads.Runner
     candidate: routing.Candidate | None = None
     attempt: int = 0
     slot: str = ""
@@ -139,13 +158,15 @@ class Serving:
     pending: list[tuple[str, dict[str, str]]] = field(default_factory=list)
 
 
-async def _candidates(admitted: Admitted) -> list[routing.Candidate]:
+async def _candidates(admitted: Admitted, run: db_threads.Runner) -> list[routing.Candidate]:
     """The candidates, waiting a bounded time for the first to appear."""
     deadline = time.monotonic() + settings.INFERENCE_QUEUE_WAIT_S
-    find = _db(routing.candidates)
     while True:
-        found = await find(
-            admitted.model, admitted.rules, max_output_price=admitted.generation.max_output_price
+        found = await run(
+            routing.candidates,
+            admitted.model,
+            admitted.rules,
+            max_output_price=admitted.generation.max_output_price,
         )
         if found or time.monotonic() >= deadline:
             return found
@@ -268,7 +289,7 @@ async def _close(serving: Serving) -> InferenceRequest:
             finish_reason=serving.finish_reason,
             failure=serving.failure,
         )
-        return await _db(billing.request_close)(serving.request.pk, outcome)
+        return await serving.run(billing.request_close, serving.request.pk, outcome)
 
     return await asyncio.shield(asyncio.ensure_future(close()))
 
@@ -350,33 +371,27 @@ async def _serve(request: HttpRequest, admission: type[_Admission]) -> HttpRespo
         relay.aclient()
     except relay.RelayUnavailable as exc:
         return _error(str(exc), 503, code="relay_unavailable")
-    response = await sync_to_async(admission.as_view())(request)
+    run = db_threads.runner(request)
+    response = await run(admission.as_view(), request)
     admitted: Admitted | None = getattr(response, "admitted", None)
     if admitted is None:
         return _rendered(response)
-    candidates = await _candidates(admitted)
-    if not candidates:
-        return _error(
-            f"no node can serve {admitted.model.name!r} now; try again shortly",
-            429,
-            code="no_capacity",
-            Retry_After=str(max(1, settings.INFERENCE_QUEUE_WAIT_S)),
-        )
-    try:
-        opened = await _db(billing.request_open)(
-            submitter_id=admitted.submitter_id,
-            model=admitted.model,
-            kind=admitted.generation.kind,
-            prompt_bound=admitted.prompt_bound,
-            max_tokens=admitted.max_tokens,
-            rate_in=max(c.rate_in for c in candidates),
-            rate_out=max(c.rate_out for c in candidates),
-            book_version=admitted.rules.version,
-        )
-    except DomainError as exc:
-        code = "insufficient_quota" if exc.http_status == 402 else exc.code
-        return _error(str(exc), exc.http_status, code=code)
-    serving = Serving(opened)
+    candidates, opened = admitted.candidates, admitted.opened
+    if opened is None:
+        candidates = await _candidates(admitted, run)
+        if not candidates:
+            return _error(
+                f"no node can serve {admitted.model.name!r} now; try again shortly",
+                429,
+                code="no_capacity",
+                Retry_After=str(max(1, settings.INFERENCE_QUEUE_WAIT_S)),
+            )
+        try:
+            opened = await run(_hold, admitted, candidates)
+        except DomainError as exc:
+            code = "insufficient_quota" if exc.http_status == 402 else exc.code
+            return _error(str(exc), exc.http_status, code=code)
+    serving = Serving(opened, run)
     body = {
         "model": {
             "name": admitted.model.name,

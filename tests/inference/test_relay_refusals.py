@@ -8,6 +8,7 @@ import pytest
 import redis
 from django.conf import settings as django_settings
 from django.core.files.uploadedfile import SimpleUploadedFile
+from rest_framework.test import APIClient
 
 from inference import relay
 from inference.catalog import model_register
@@ -117,7 +118,7 @@ def test_a_hold_the_credits_cannot_cover_is_402_and_nothing_is_held(relay_world)
 def test_the_poll_checks_what_the_agent_reports(relay_world):
     _, agent = relay_world
     for bad in ({"status": "asleep"}, {"slots": 0}, {"slots": 1, "current_load": 5},
-                {"models_loaded": "tiny"}, {"wait": 3600}):  # fmt: skip
+                {"models_loaded": "tiny"}, {"wait": 3600}, {"free": 2}):  # fmt: skip
         response = agent.post("/api/v1/agent/inference/poll", {"wait": 0, **bad}, format="json")
         assert response.status_code == 400, bad
     submitter_key = client_with_key("cpk_not-a-key")
@@ -127,27 +128,34 @@ def test_the_poll_checks_what_the_agent_reports(relay_world):
 def test_an_agent_cannot_push_into_a_request_it_does_not_hold(relay_world, bob):
     node, agent = relay_world
     _, other_agent = online_node(bob, ram_mb=64000)
-    tokens = {"attempt": 1, "entries": [{"k": "t", "v": ["stolen"]}]}
+
+    def push(client, request_id, attempt, entries=None):
+        entries = entries or [{"k": "t", "v": ["stolen"]}]
+        body = {"pushes": [{"request_id": request_id, "attempt": attempt, "entries": entries}]}
+        return client.post("/api/v1/agent/inference/push", body, format="json")
+
     # No such request at all.
-    response = agent.post("/api/v1/agent/inference/requests/999999/push", tokens, format="json")
-    assert response.status_code == 409 and response.json()["error"] == "not_in_force"
+    response = push(agent, 999999, 1)
+    assert response.status_code == 409 and response.json() == {"results": {"999999": "refused"}}
     # A request in force on `node`: another node's key, or a stale attempt, is refused.
     from asgiref.sync import async_to_sync
 
     key_hash = node.agent_key.key_hash
     async_to_sync(relay.assign)(424242, 2, node.pk, key_hash, {"model": {"name": "tiny"}})
     for client, attempt in ((other_agent, 2), (agent, 1)):
-        response = client.post("/api/v1/agent/inference/requests/424242/push",
-                               {**tokens, "attempt": attempt}, format="json")  # fmt: skip
+        response = push(client, 424242, attempt)
         assert response.status_code == 409, response.content
+        assert response.json() == {"results": {"424242": "refused"}}
     stream = redis.Redis.from_url(django_settings.REDIS_URL)
     assert stream.xlen(f"{relay.PREFIX}:o:424242:2") == 0
     assert stream.xlen(f"{relay.PREFIX}:o:424242:1") == 0
-    # The holder's push goes through, once its entries are well formed.
-    bad = {"attempt": 2, "entries": [{"k": "e", "v": {"finish_reason": "bored"}}]}
-    response = agent.post("/api/v1/agent/inference/requests/424242/push", bad, format="json")
-    assert response.status_code == 400
-    response = agent.post("/api/v1/agent/inference/requests/424242/push",
-                          {**tokens, "attempt": 2}, format="json")  # fmt: skip
-    assert response.status_code == 200 and response.json() == {"cancel": False}
+    # Malformed entries, or one request twice, are refused whole; the holder's push goes through.
+    assert push(agent, 424242, 2, [{"k": "e", "v": {"finish_reason": "bored"}}]).status_code == 400
+    twice = {"pushes": [{"request_id": 424242, "attempt": 2, "entries": []}] * 2}
+    assert agent.post("/api/v1/agent/inference/push", twice, format="json").status_code == 400
+    assert stream.xlen(f"{relay.PREFIX}:o:424242:2") == 0
+    response = push(agent, 424242, 2)
+    assert response.json() == {"results": {"424242": "ok"}}
     assert stream.xlen(f"{relay.PREFIX}:o:424242:2") == 1
+    # Without a key, nothing is read at all.
+    assert push(APIClient(), 424242, 2).status_code == 401

@@ -105,12 +105,9 @@ MATRIX: dict[str, tuple[str, str]] = {
     "GET /v1/models": ("catalog", "401 ok ok 403 403 403 403"),
     "POST /v1/chat/completions": ("relay", "401 429 429 403 403 403 403"),
     "POST /v1/completions": ("relay", "401 429 429 403 403 403 403"),
-    # Any key but the holding node's is answered like a request that is not held (409).
     "POST /api/v1/agent/inference/poll": ("agent", "401 ok 403 403 ok 403 403"),
-    "POST /api/v1/agent/inference/requests/{request_id}/push": (
-        "relay_push",
-        "401 ok 409 409 409 409 409",
-    ),
+    # Any key but the holding node's is refused, as a request it does not hold (409).
+    "POST /api/v1/agent/inference/push": ("relay_push", "401 ok 409 409 409 409 409"),
     # a model's file, for any node that can hold it (mallory's can too)
     "GET /api/v1/agent/models/{name}": ("model_file", "401 ok 403 403 ok 403 403"),
     "GET /api/v1/docs": ("public", "ok ok ok ok ok ok ok"),

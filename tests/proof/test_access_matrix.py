@@ -131,10 +131,18 @@ REQUESTS: dict[str, Builder] = {
     "POST /api/v1/agent/inference/poll": lambda w, p, o: Call(
         "post", "/api/v1/agent/inference/poll", {"wait": 0}
     ),
-    "POST /api/v1/agent/inference/requests/{request_id}/push": lambda w, p, o: Call(
+    "POST /api/v1/agent/inference/push": lambda w, p, o: Call(
         "post",
-        f"/api/v1/agent/inference/requests/{w.extra['request']}/push",
-        {"attempt": 1, "entries": [{"k": "t", "v": ["x"]}]},
+        "/api/v1/agent/inference/push",
+        {
+            "pushes": [
+                {
+                    "request_id": w.extra["request"],
+                    "attempt": 1,
+                    "entries": [{"k": "t", "v": ["x"]}],
+                }
+            ]
+        },
     ),
     "GET /api/v1/agent/models/{name}": lambda w, p, o: Call(
         "get", f"/api/v1/agent/models/{w.extra['model']}"
