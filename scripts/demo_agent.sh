@@ -10,7 +10,7 @@ rm -f "$AGENT_CONFIG"
 import json, sys
 path, work = sys.argv[1], sys.argv[2]
 config = json.load(open(path))
-config.update(work_dir=work, slots=2)
+config.update(work_dir=work, slots=2, models_dir=work + "-models")
 json.dump(config, open(path, "w"), indent=2)
 PY
 sandbox_flag=(--sandbox auto)

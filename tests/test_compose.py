@@ -19,6 +19,9 @@ def test_it_defines_the_stack():
 def test_the_processes_run_the_right_commands():
     services = load()["services"]
     assert services["hub"]["command"][:2] == ["gunicorn", "computepool.wsgi"]
+    relay = services["relay"]["command"]
+    assert relay[:2] == ["gunicorn", "computepool.asgi:application"]
+    assert "uvicorn.workers.UvicornWorker" in relay
     assert services["worker"]["command"][:4] == ["celery", "-A", "computepool", "worker"]
     assert services["beat"]["command"][:4] == ["celery", "-A", "computepool", "beat"]
     assert "migrate" in " ".join(services["migrate"]["command"])
@@ -27,7 +30,7 @@ def test_the_processes_run_the_right_commands():
 
 def test_the_hub_processes_share_one_environment_on_postgres_and_redis():
     services = load()["services"]
-    for name in ("hub", "worker", "beat", "migrate"):
+    for name in ("hub", "relay", "worker", "beat", "migrate"):
         env = services[name]["environment"]
         assert env["DATABASE_URL"].startswith("postgres://"), name
         assert env["CELERY_BROKER_URL"].startswith("redis://"), name
