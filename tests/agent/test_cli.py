@@ -344,3 +344,19 @@ def test_it_lists_the_models_kept_for_inference(
     write_config(path, "http://127.0.0.1:9", models_dir=str(models), inference=False)
     assert main(["--config", str(path), "models"]) == 0
     assert "inference: off" in capsys.readouterr().out
+
+
+def test_an_operator_can_opt_out_of_inference(tmp_path: Path) -> None:
+    from agent.cli import _inference_service
+    from agent.client import HubClient
+    from agent.config import AgentConfig
+    from agent.inference import InferenceService
+
+    def config(**settings):
+        return AgentConfig(hub_url="http://127.0.0.1:9", node_id=1, agent_key="k",
+                           hub_public_key="p", models_dir=str(tmp_path), **settings)  # fmt: skip
+
+    client = HubClient("http://127.0.0.1:9", "k")
+    assert _inference_service(config(inference=False), client, {}) is None
+    served = _inference_service(config(inference_slots=3, models_vram_mb=2048), client, {})
+    assert isinstance(served, InferenceService) and served.state()["slots"] == 3

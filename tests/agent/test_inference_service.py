@@ -131,3 +131,31 @@ def test_a_model_that_cannot_load_is_reported_unfit(cache, tmp_path):
     assert entry["k"] == "x" and entry["v"]["unfit"] is True
     assert "cannot load the model" in entry["v"]["error"]
     assert service.state()["models_loaded"] == []
+
+
+class _OnGpu(LlamaProcess):
+    """The real engine on the CPU, counted as if on a GPU (CI has none)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.on_gpu = True
+
+
+def test_models_may_take_no_more_vram_than_the_operator_allows(cache, models):
+    hub = RecordingHub()
+    service = InferenceService(
+        client=hub, cache=cache, engine_factory=lambda model: _OnGpu(),
+        settings=InferenceSettings(vram_cap_mb=700), free_vram_mb=lambda: 24000,
+    )  # fmt: skip
+
+    def on_gpu(name: str, request_id: int) -> dict:
+        assignment = _assignment(name, models[name], request_id=request_id)
+        assignment["model"].update(vram_mb=100, ram_mb=0)
+        return assignment
+
+    try:
+        service.serve(on_gpu("tiny-a", 1))  # 100 + 512 headroom fits in 700
+        service.serve(on_gpu("tiny-b", 2))  # with tiny-a's 100 taken it would not: tiny-a goes
+        assert service.state()["models_loaded"] == ["tiny-b"]
+    finally:
+        service.stop()

@@ -10,11 +10,13 @@ import os
 import signal
 import threading
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import openai
 import pytest
 import redis
+from django.utils import timezone
 
 from inference import relay
 from inference.billing import token_cost
@@ -24,6 +26,7 @@ from inference.tiny_model import write_tiny_model
 from ledger.accounts import available_code, earnings_code
 from ledger.funding import credits_grant
 from ledger.models import Account, Event
+from ledger.statements import statement_lines
 from ledger.verify import verify_ledger
 from people.services import api_key_create, user_create
 from tests.e2e.conftest import LiveStack, free_port
@@ -187,6 +190,14 @@ def test_two_agents_serve_streamed_and_whole_answers_through_two_hubs(relay_stac
     assert first.charged_minor == _cost(first)
     assert first.ttft_ms is not None
     _books_balance(r)
+    # The submitter's statement shows each request's hold and settlement.
+    now = timezone.now()
+    lines = list(statement_lines(user_id=r.submitter_id, period_from=now - timedelta(hours=1),
+                                 period_to=now + timedelta(hours=1)))  # fmt: skip
+    for request in served:
+        mine = [line for line in lines if line["ref"] == f"request:{request.pk}"]
+        assert {line["kind"] for line in mine} == {"hold", "settlement"}
+        assert sum(line["amount_minor"] for line in mine) == -request.charged_minor
     # The operator's view of one agent: what it keeps on disk and what it has loaded.
     config = r.stack.workdir / "agent-1.json"
 
