@@ -206,7 +206,7 @@ async def _dispatch(serving: Serving, candidates: list[routing.Candidate], body:
             untried.remove(candidate)
             serving.attempt += 1
             serving.candidate, serving.slot, serving.cursor = candidate, member, "0"
-            serving.started, serving.failure = time.monotonic(), ""
+            serving.failure = ""
             await relay.assign(serving.request.pk, serving.attempt, candidate.node_id,
                                candidate.key_hash, body)  # fmt: skip
             if await _first_entries(serving):
@@ -367,6 +367,7 @@ async def _whole(admitted: Admitted, serving: Serving) -> HttpResponse:
 
 
 async def _serve(request: HttpRequest, admission: type[_Admission]) -> HttpResponse:
+    arrived = time.monotonic()  # time to first token is the client's, from here
     try:
         relay.aclient()
     except relay.RelayUnavailable as exc:
@@ -391,7 +392,7 @@ async def _serve(request: HttpRequest, admission: type[_Admission]) -> HttpRespo
         except DomainError as exc:
             code = "insufficient_quota" if exc.http_status == 402 else exc.code
             return _error(str(exc), exc.http_status, code=code)
-    serving = Serving(opened, run)
+    serving = Serving(opened, run, started=arrived)
     body = {
         "model": {
             "name": admitted.model.name,
