@@ -85,10 +85,11 @@ def sandboxed(argv: list[str], *, memory_mb: int | None, gpu: bool) -> tuple[lis
         argv = [
             bwrap, "--unshare-all", "--new-session", "--cap-drop", "ALL",
             "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID),
-            "--ro-bind", "/usr", "/usr", *root_links(), *binds,
+            "--ro-bind", "/usr", "/usr", *root_links(),
             *(["--dev-bind", "/dev", "/dev"] if gpu else ["--dev", "/dev"]),
-            "--proc", "/proc", "--tmpfs", "/tmp", "--chdir", "/tmp",  # noqa: S108 (its own)
-            "--", *argv,
+            "--proc", "/proc", "--tmpfs", "/tmp",  # noqa: S108 (its own)
+            # After /tmp's tmpfs, which would hide a checkout or interpreter under /tmp.
+            *binds, "--chdir", "/", "--", *argv,
         ]  # fmt: skip
     else:
         log.warning("bubblewrap is not installed: the engine process is not isolated")
