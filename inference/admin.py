@@ -1,8 +1,9 @@
 from django import forms
 from django.contrib import admin
 
+from core.admin import NoEditAdmin
 from inference.catalog import ModelFileRejected, model_fingerprint
-from inference.models import InferenceModel, sha256_validator
+from inference.models import InferenceModel, InferenceRequest, sha256_validator
 
 
 class InferenceModelForm(forms.ModelForm):
@@ -37,3 +38,16 @@ class InferenceModelAdmin(admin.ModelAdmin):
     list_filter = ["enabled", "quantization"]
     search_fields = ["name", "sha256"]
     readonly_fields = ["sha256", "size_bytes", "created_at"]
+
+
+@admin.register(InferenceRequest)
+class InferenceRequestAdmin(NoEditAdmin):
+    """Requests change only through the relay (each change is an event); the admin shows them."""
+
+    list_display = (
+        "id", "submitter", "model", "kind", "state", "node", "prompt_tokens",
+        "completion_tokens", "charged_minor", "ttft_ms", "created_at",
+    )  # fmt: skip
+    list_filter = ("state", "kind", "model")
+    list_select_related = ("submitter", "model", "node")
+    search_fields = ("=id", "submitter__username")

@@ -1,22 +1,10 @@
 from django.contrib import admin, messages
 from django.http import HttpRequest
 
+from core.admin import NoEditAdmin
 from jobs.cancellation import job_cancel
 from jobs.errors import JobNotCancellable
 from jobs.models import Artifact, Attempt, Job, LogChunk, Task
-
-
-class NoEditAdmin(admin.ModelAdmin):
-    """Jobs change only through services (each change is an event); the admin shows them."""
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
 
 
 class TaskInline(admin.TabularInline):

@@ -232,6 +232,7 @@ def test_it_shows_the_agent_its_own_node(bobs_node, settings):
         "quarantine_reason": "",
         "cooldown_until": None,
         "heartbeat_interval_s": settings.NODE_HEARTBEAT_INTERVAL_S,
+        "load": {},
     }
     assert response.json()["capabilities"]["gpus"][0]["name"] == "NVIDIA GeForce RTX 4090"
 
