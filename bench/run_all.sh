@@ -15,6 +15,7 @@ if [[ "${1:-}" == "--quick" ]]; then
   FLE=(--steps 1000,2500,5000 --interval 10 --silent 10000 --reaps 1)
   LED=(--samples 100 --events 100000 --cashouts 10000)
   FLR=(--nodes 10000 --rounds 1)
+  REL=(--requests 10 --streams 50 --stream-tokens 20 --ramp 2)
 else
   HOT=(--profile --breakdown)
   THR=(--profile)
@@ -23,6 +24,7 @@ else
   FLE=(--reaper-profile)
   LED=(--profile)
   FLR=()
+  REL=()
 fi
 run() {
   local name=$1
@@ -37,3 +39,4 @@ run scale "${SCA[@]}"
 run fleet "${FLE[@]}"
 run reaper_floor "${FLR[@]}"
 run ledger_bench "${LED[@]}"
+run relay "${REL[@]}"

@@ -79,6 +79,22 @@ RUNS = [
         ["--samples", "20", "--events", "2000", "--cashouts", "200"],
         ["of attempt_complete's wall time", "verdict: OK", "stream CSV s"],
     ),
+    (
+        "relay",
+        [
+            "--requests",
+            "3",
+            "--tokens",
+            "20",
+            "--streams",
+            "10",
+            "--stream-tokens",
+            "5",
+            "--ramp",
+            "0.5",
+        ],
+        ["added TTFT: p50", "10 open at once; 10 finished, 0 failed"],
+    ),
 ]
 
 
