@@ -159,6 +159,7 @@ class InferenceService:
         self._names: dict[str, str] = {}  # sha256 → model name
         self._needs: dict[str, tuple[int, bool]] = {}  # sha256 → (MB it needs, on a GPU?)
         self._engines_lock = threading.RLock()
+        self._fetch_lock = threading.Lock()
         self._running = 0
         self._running_lock = threading.Lock()
         self._slot_freed = threading.Event()
@@ -225,8 +226,11 @@ class InferenceService:
     def _serve_slot(self, assignment: dict[str, Any]) -> None:
         try:
             self.serve(assignment)
-        except Exception:
+        except Exception as exc:
             log.exception("request %s: unexpected error", assignment.get("request_id"))
+            # Said to the hub at once, which moves the request on rather than wait for it.
+            answer = self._pushes.open(assignment)
+            self._pushes.finish(answer, {"k": "x", "v": {"error": f"agent error: {exc}"}})
         finally:
             with self._running_lock:
                 self._running -= 1
@@ -275,8 +279,15 @@ class InferenceService:
         engine = self._engine_factory(model)  # may refuse the model here (EngineError)
         on_gpu = bool(getattr(engine, "on_gpu", False))
         need = int(model.get("vram_mb" if on_gpu else "ram_mb") or 0)
-        path = self._cache.ensure(model["name"], self._client, sha256=sha)
+        # One download at a time: requests that arrive together for a model not yet here
+        # would otherwise write the same partial file at once.
+        with self._fetch_lock:
+            path = self._cache.ensure(model["name"], self._client, sha256=sha)
         with self._engines_lock:
+            loaded = self._engines.get(sha)
+            if loaded is not None:  # another request loaded it meanwhile
+                self._engines.move_to_end(sha)
+                return loaded
             # The least recently used go first: past the count allowed, or while the memory
             # this model needs (with the catalog's headroom) is not free.
             while self._engines and (

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -197,6 +198,7 @@ async def streams(
     lags: list[float] = []
     done = [0, 0]  # finished, failed
     open_now, peak = [0], [0]
+    why: Counter[str] = Counter()
     limits = httpx2.Limits(max_connections=count + 10, max_keepalive_connections=count + 10)
     async with httpx2.AsyncClient(base_url=url, timeout=600, limits=limits) as client:
 
@@ -209,6 +211,7 @@ async def streams(
                                          headers=headers) as response:  # fmt: skip
                     if response.status_code != 200:
                         done[1] += 1
+                        why[f"HTTP {response.status_code} {(await response.aread())[:120]!r}"] += 1
                         return
                     open_now[0] += 1
                     peak[0] = max(peak[0], open_now[0])
@@ -222,10 +225,13 @@ async def streams(
                             lags.extend((now - float(s)) * 1000 for s in text.split(";") if s)
                     open_now[0] -= 1
                 done[0] += 1
-            except Exception:  # a stream that broke counts as failed
+            except Exception as exc:  # a stream that broke counts as failed, with why
                 done[1] += 1
+                why[f"{type(exc).__name__}: {exc}"[:160]] += 1
 
         await asyncio.gather(*(one(index) for index in range(count)))
+    for reason, count in why.most_common():
+        print(f"  failed ×{count}: {reason}")
     return lags, done[0], done[1], peak[0]
 
 
@@ -255,8 +261,12 @@ def main() -> None:
 
     redis.Redis.from_url(common.REDIS_URL).flushdb()
     sub_key, op_key = setup(dbname)
+    # Short long-polls: the engine agent's last one ends, and its node's state expires, within
+    # seconds of its stop, before the fake agent's phase (a long-poll outlives its client, and
+    # would take one of the next phase's requests and time out on it).
     env = {"INFERENCE_MODELS_DIR": str(MODELS), "INFERENCE_QUEUE_WAIT_S": "60",
-           "INFERENCE_STALL_S": "60", "LOG_LEVEL": "WARNING"}  # fmt: skip
+           "INFERENCE_STALL_S": "60", "INFERENCE_POLL_WAIT_S": "2",
+           "LOG_LEVEL": "WARNING"}  # fmt: skip
     hub = common.Hub(dbname, workers=args.hub_workers, worker_class="uvicorn", env=env)
     agents: list[subprocess.Popen] = []
     agent_env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -291,9 +301,10 @@ def main() -> None:
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(30)
             agents.clear()
-            redis.Redis.from_url(common.REDIS_URL).delete(
-                *redis.Redis.from_url(common.REDIS_URL).keys("cp:inf:n:*") or ["-"]
-            )
+            states = redis.Redis.from_url(common.REDIS_URL)
+            deadline = time.monotonic() + 30
+            while any(states.scan_iter("cp:inf:n:*")) and time.monotonic() < deadline:
+                time.sleep(0.2)
         if not args.skip_streams:
             config = register_agent(url, op_key, "fake", workdir)
             agents.append(subprocess.Popen(
