@@ -107,7 +107,8 @@ class _Pushes:
 
     def _loop(self) -> None:
         while True:
-            self._wake.wait(PUSH_EVERY_S)
+            # Every PUSH_EVERY_S while answers run; asleep until one starts otherwise.
+            self._wake.wait(PUSH_EVERY_S if self._answers else None)
             self._wake.clear()
             with self._lock:
                 batch = [a for a in self._answers.values() if a.pending]

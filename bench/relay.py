@@ -94,17 +94,16 @@ def fake_agent(config_path: str, slots: int, rate: float) -> None:
 def setup(dbname: str) -> tuple[str, str]:
     """The catalog's tiny model, priced; a funded submitter; an operator key."""
     common.django_setup(dbname)
-    from inference.catalog import model_register
+    from inference.catalog import model_register, token_prices_publish
     from inference.models import InferenceModel
     from inference.tiny_model import write_tiny_model
     from people.services import api_key_create, user_create
-    from tests.inference.conftest import price_tokens
 
     MODELS.mkdir(parents=True, exist_ok=True)
     write_tiny_model(MODELS / "tiny.gguf")
     model_register(InferenceModel(name="tiny", path="tiny.gguf", quantization="F32",
                                   context_length=2048, ram_mb=64))  # fmt: skip
-    price_tokens({"tiny": (1, 1)})
+    token_prices_publish({"tiny": (1, 1)})
     _, sub_key = common.submitter()
     operator = user_create(username="relay-op", roles=["operator"])
     _, op_key = api_key_create(user=operator, role="operator", name="bench")

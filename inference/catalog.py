@@ -6,6 +6,7 @@ a model offered on CPUs, memory ≥ its need + headroom.
 """
 
 import hashlib
+from datetime import timedelta
 from pathlib import Path
 from typing import IO, Any
 
@@ -13,10 +14,12 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet, Value
 from django.db.models.lookups import GreaterThan
+from django.utils import timezone
 
 from core.errors import DomainError
 from inference.models import InferenceModel
-from ledger.pricing import rules_at
+from ledger.models_pricing import PriceBook, PriceRule, RuleKind
+from ledger.pricing import price_book_copy, rules_at
 from nodes.models import Node, NodeState
 
 _CHUNK = 1024 * 1024
@@ -75,6 +78,25 @@ def model_register(model: InferenceModel, *, expected_sha256: str = "") -> Infer
     with transaction.atomic():
         model.save()
     return model
+
+
+def token_prices_publish(prices: dict[str, tuple[int, int]], *, name: str = "") -> PriceBook:
+    """A new version of the book in force with these models' token prices ({model: (per
+    million input tokens, per million output tokens)}, whole minor units), in force from now.
+    As an admin does it: books in force are never edited, so the copy is drafted ahead, its
+    rules added and checked, then moved to now."""
+    now = timezone.now()
+    with transaction.atomic():
+        in_force = PriceBook.objects.get(pk=rules_at(now).version)
+        book = price_book_copy(source=in_force, effective_from=now + timedelta(days=365), name=name)
+        for model, (per_in, per_out) in prices.items():
+            for kind, value in ((RuleKind.TOKEN_IN, per_in), (RuleKind.TOKEN_OUT, per_out)):
+                rule = PriceRule(book=book, kind=kind, key=model, value=value)
+                rule.full_clean()
+                rule.save()
+        book.effective_from = now - timedelta(seconds=1)
+        book.save()
+    return book
 
 
 def _holds(vram_mb: Any, ram_mb: Any) -> Q:

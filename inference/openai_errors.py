@@ -21,9 +21,9 @@ def error_type(http_status: int) -> str:
     return _TYPES.get(http_status, "server_error")
 
 
-def openai_error(message: str, http_status: int, *, code: str | None = None,
-                 param: str | None = None) -> Response:  # fmt: skip
-    body = {
+def error_body(message: str, http_status: int, *, code: str | None = None,
+               param: str | None = None) -> dict[str, Any]:  # fmt: skip
+    return {
         "error": {
             "message": message,
             "type": error_type(http_status),
@@ -31,7 +31,11 @@ def openai_error(message: str, http_status: int, *, code: str | None = None,
             "code": code,
         }
     }
-    return Response(body, status=http_status)
+
+
+def openai_error(message: str, http_status: int, *, code: str | None = None,
+                 param: str | None = None) -> Response:  # fmt: skip
+    return Response(error_body(message, http_status, code=code, param=param), status=http_status)
 
 
 def exception_handler(exc: Exception, context: dict) -> Response | None:

@@ -43,15 +43,7 @@ log = logging.getLogger(__name__)
 
 
 def _error(message: str, status: int, *, code: str | None = None, **headers: str) -> HttpResponse:
-    body = {
-        "error": {
-            "message": message,
-            "type": openai_errors.error_type(status),
-            "param": None,
-            "code": code,
-        }
-    }
-    response = JsonResponse(body, status=status)
+    response = JsonResponse(openai_errors.error_body(message, status, code=code), status=status)
     for name, value in headers.items():
         response[name.replace("_", "-")] = value
     return response

@@ -6,7 +6,6 @@ python scripts/demo_setup.py people
 import os
 import secrets
 import sys
-from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -18,7 +17,6 @@ django.setup()
 
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.db import transaction  # noqa: E402
-from django.utils import timezone  # noqa: E402
 
 from people.services import api_key_create, role_grant  # noqa: E402
 
@@ -133,11 +131,10 @@ def money() -> None:
 
 def inference(models_dir: str) -> None:
     """The tiny model in the catalog, priced: what an admin does in the admin."""
-    from inference.catalog import model_register
+    from inference.catalog import model_register, token_prices_publish
     from inference.models import InferenceModel
     from inference.tiny_model import write_tiny_model
-    from ledger.models_pricing import PriceRule, RuleKind
-    from ledger.pricing import price_book_copy, rules_at
+    from ledger.pricing import rules_at
 
     root = Path(models_dir)
     root.mkdir(parents=True, exist_ok=True)
@@ -145,20 +142,9 @@ def inference(models_dir: str) -> None:
     if not InferenceModel.objects.filter(name="tiny").exists():
         model_register(InferenceModel(name="tiny", path="tiny.gguf", quantization="F32",
                                       context_length=2048, ram_mb=64))  # fmt: skip
-    now = timezone.now()
-    if "tiny" not in rules_at(now).priced_models():
-        # A new version of the book in force, with the model's prices: 1 and 2 minor units a
-        # token in and out, per million (books in force are never edited).
-        from ledger.models_pricing import PriceBook
-
-        in_force = PriceBook.objects.get(pk=rules_at(now).version)
-        book = price_book_copy(
-            source=in_force, effective_from=now + timedelta(days=1), name="with tiny"
-        )
-        for kind, value in ((RuleKind.TOKEN_IN, 1_000_000), (RuleKind.TOKEN_OUT, 2_000_000)):
-            PriceRule.objects.create(book=book, kind=kind, key="tiny", value=value)
-        book.effective_from = timezone.now()
-        book.save()
+    if "tiny" not in rules_at().priced_models():
+        # 1 and 2 minor units a token in and out (per million), in a new version of the book.
+        token_prices_publish({"tiny": (1_000_000, 2_000_000)}, name="with tiny")
     print("model tiny (the tiny test model, 0.4 MB) is in the catalog, priced")
 
 
