@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from agent.benchmarking import BenchmarkService
 from agent.client import AuthError, HubClient, HubError, agent_version
 from agent.config import (
     CONFIG_ENV_VAR,
@@ -258,6 +259,11 @@ def _run(args: argparse.Namespace, path: Path) -> int:
         settings=settings,
         capabilities=capabilities,
         gpu_state=detect_gpu_state,
+        benchmark=BenchmarkService(
+            client=client,
+            hub_public_key=config.hub_public_key,
+            gpu=any(gpu.get("vendor") == "nvidia" for gpu in capabilities.get("gpus") or []),
+        ),
     )
     daemon.install_signal_handlers()
     try:

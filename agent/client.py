@@ -127,6 +127,7 @@ class HeartbeatReply:
     leases: dict[str, str]
     cancel: list[str]
     state: str
+    benchmark: bool = False
 
 
 @dataclass
@@ -295,9 +296,31 @@ class HubClient:
                 leases=dict(payload.get("leases") or {}),
                 cancel=[str(token) for token in payload.get("cancel") or []],
                 state=str(payload.get("state", "")),
+                benchmark=bool(payload.get("benchmark", False)),
             )
         except (TypeError, ValueError) as exc:
             raise HubError(f"malformed heartbeat answer from the hub: {exc!r}") from exc
+
+    def benchmark_take(self) -> dict[str, Any] | None:
+        """The hardware benchmark the hub has waiting: {id, spec, signature}, or None."""
+        response = self._request("GET", "/api/v1/agent/benchmark")
+        if response.status_code == 204:
+            return None
+        try:
+            payload = response.json()
+            return {
+                "id": int(payload["id"]),
+                "spec": dict(payload["spec"]),
+                "signature": str(payload["signature"]),
+            }
+        except (ValueError, KeyError, TypeError) as exc:
+            raise HubError(f"malformed benchmark from the hub: {exc!r}") from exc
+
+    def benchmark_report(self, benchmark_id: int, report: dict[str, Any]) -> dict[str, Any]:
+        """The hub's verdict on a benchmark's report: {state, tier, figures, problems}."""
+        return self._json(
+            "POST", f"/api/v1/agent/benchmark/{benchmark_id}", json_body={"report": report}
+        )
 
     def claim(self, *, wait: int = 0) -> Claim | None:
         wait = max(0, min(MAX_CLAIM_WAIT_S, int(wait)))

@@ -14,6 +14,7 @@ from typing import Any
 
 import psutil
 
+from agent.benchmarking import BenchmarkService
 from agent.client import (
     AuthError,
     Backoff,
@@ -25,11 +26,14 @@ from agent.client import (
 )
 from agent.inference import InferenceService
 from agent.runner import Cancellation, TaskRunner
+from agent.spec import SpecRejected
 
 log = logging.getLogger(__name__)
 
 EXIT_OK = 0
 EXIT_AUTH = 3
+# How long a due benchmark waits for running tasks to end before it measures anyway.
+BENCHMARK_IDLE_WAIT_S = 600.0
 
 
 @dataclass
@@ -77,8 +81,12 @@ class Daemon:
         load: Callable[[], dict[str, float]] = sample_load,
         rng: random.Random | None = None,
         inference: InferenceService | None = None,
+        benchmark: BenchmarkService | None = None,
     ) -> None:
         self._inference = inference
+        self._benchmark = benchmark
+        # Set while a hardware benchmark waits for the slots or runs: no new work meanwhile.
+        self._benchmarking = threading.Event()
         self._client = client
         self._settings = settings
         self._capabilities = capabilities
@@ -202,6 +210,8 @@ class Daemon:
                 continue
             # Applied before slots may claim, so that a hub-requested drain is never missed.
             self._apply(reply.drain, reply.cancel, reply.state)
+            if reply.benchmark:
+                self._start_benchmark()
             if not self._connected.is_set():
                 log.info("connected to hub %s (node state: %s)", self._client.base_url, reply.state)
                 self._connected.set()
@@ -230,6 +240,27 @@ class Daemon:
                         log.info("hub cancelled attempt %s; stopping it", slot.claim.attempt_id)
                     slot.cancellation.request(failure_class="job", detail="cancelled")
 
+    def _start_benchmark(self) -> None:
+        if self._benchmark is None or self._benchmarking.is_set() or self._stop.is_set():
+            return
+        self._benchmarking.set()
+        threading.Thread(target=self._run_benchmark, name="benchmark", daemon=True).start()
+
+    def _run_benchmark(self) -> None:
+        """Measure the machine, not the machine and a job: new claims wait, running tasks end
+        first (up to BENCHMARK_IDLE_WAIT_S)."""
+        assert self._benchmark is not None
+        try:
+            if not self._wait_idle(time.monotonic() + BENCHMARK_IDLE_WAIT_S):
+                log.warning("benchmark: tasks still running; measuring anyway")
+            self._benchmark.run_due()
+        except (HubError, SpecRejected) as exc:
+            log.error("benchmark: %s", exc)
+        except Exception:
+            log.exception("benchmark: unexpected error")
+        finally:
+            self._benchmarking.clear()
+
     def _reconnect_backoff(self) -> Backoff:
         return Backoff(
             base_s=self._settings.reconnect_base_s,
@@ -240,7 +271,7 @@ class Daemon:
     # -- slots ---------------------------------------------------------------------------------
 
     def _claiming(self) -> bool:
-        return not self._stop.is_set() and not self._hub_drain
+        return not self._stop.is_set() and not self._hub_drain and not self._benchmarking.is_set()
 
     def _slot_loop(self, slot: Slot) -> None:
         unreachable = self._reconnect_backoff()
@@ -248,7 +279,7 @@ class Daemon:
             base_s=self._settings.idle_base_s, cap_s=self._settings.idle_cap_s, rng=self._rng
         )
         while not self._stop.is_set():
-            if not self._connected.wait(1.0) or self._hub_drain:
+            if not self._connected.wait(1.0) or not self._claiming():
                 self._stop.wait(1.0)
                 continue
             started = time.monotonic()
@@ -281,10 +312,9 @@ class Daemon:
         while claim is not None:
             spec = claim.spec
             if not self._claiming():
-                log.info(
-                    "slot %d: handing back attempt %s (draining)", slot.index, claim.attempt_id
-                )
-                slot.runner.decline(claim, "agent draining")
+                why = "benchmarking" if self._benchmarking.is_set() else "draining"
+                log.info("slot %d: handing back attempt %s (%s)", slot.index, claim.attempt_id, why)
+                slot.runner.decline(claim, f"agent {why}")
                 return
             log.info(
                 "slot %d: claimed task %s of job %s (attempt %s)",

@@ -38,6 +38,12 @@ def schedules() -> list[Schedule]:
             "Decay each node's reliability evidence towards the new-node prior.",
         ),
         Schedule(
+            "nodes: benchmark hardware",
+            "nodes.benchmarks",
+            settings.NODE_BENCHMARK_PASS_INTERVAL_S,
+            "Expire benchmarks past their deadline; issue them to nodes that are due one.",
+        ),
+        Schedule(
             "jobs: return expired leases",
             "jobs.reap_leases",
             settings.JOB_REAPER_INTERVAL_S,

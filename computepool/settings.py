@@ -277,6 +277,19 @@ NODE_MAX_ERROR_RATE_PCT = env_int("NODE_MAX_ERROR_RATE_PCT", 5, minimum=0, maxim
 NODE_ERROR_RATE_MIN_SAMPLE = env_int("NODE_ERROR_RATE_MIN_SAMPLE", 20, minimum=1)
 NODE_THERMAL_EVENTS_MAX = env_int("NODE_THERMAL_EVENTS_MAX", 3, minimum=1)
 NODE_THERMAL_WINDOW_H = env_int("NODE_THERMAL_WINDOW_H", 24, minimum=1)
+# Hardware benchmarks (nodes.benchmarks): issued at registration, on a hardware change, and
+# again after this long; a node without a passed one is retried after NODE_BENCHMARK_RETRY_S.
+NODE_BENCHMARK_INTERVAL_H = env_int("NODE_BENCHMARK_INTERVAL_H", 168, minimum=1)
+NODE_BENCHMARK_RETRY_S = env_int("NODE_BENCHMARK_RETRY_S", 3600, minimum=60)
+NODE_BENCHMARK_DEADLINE_S = env_int("NODE_BENCHMARK_DEADLINE_S", 1800, minimum=60)
+NODE_BENCHMARK_PASS_INTERVAL_S = env_int("NODE_BENCHMARK_PASS_INTERVAL_S", 300, minimum=10)
+# The work each benchmark asks for (agent.benchmark): sized to take a few seconds anywhere.
+NODE_BENCHMARK_CPU_MS = env_int("NODE_BENCHMARK_CPU_MS", 1000, minimum=100, maximum=30000)
+NODE_BENCHMARK_MATMUL_N = env_int("NODE_BENCHMARK_MATMUL_N", 1024, minimum=64, maximum=8192)
+NODE_BENCHMARK_STREAM_MB = env_int("NODE_BENCHMARK_STREAM_MB", 256, minimum=8, maximum=4096)
+NODE_BENCHMARK_GPU_ITERATIONS = env_int(
+    "NODE_BENCHMARK_GPU_ITERATIONS", 32768, minimum=1, maximum=87338
+)
 # The hub's Ed25519 signing key (base64 of the raw 32-byte private key). Unset: a key is created
 # on first use in VAR_DIR/hub_signing_key (mode 0600) and kept there. Every hub process behind a
 # load balancer must share one key, so production sets this variable.

@@ -180,6 +180,16 @@ class QuoteApi(APIView):
         rules = rules_at()
         tier, region = q["tier"], q["region"]
         spot = spot_price_get(region=region, tier=tier, rules=rules)
+        tflops = quotes.market_tflops(region=region, tier=tier)
+
+        def per_tflop_hour(price: int) -> dict[str, object]:
+            cost = quotes.cost_per_tflop_hour(price_per_s_minor=price, tflops=tflops)
+            return {
+                "measured_tflops": tflops,
+                "cost_per_tflop_hour_minor": cost,
+                "cost_per_tflop_hour_credits": None if cost is None else quotes.format_minor(cost),
+            }
+
         if q["for"] == "job":
             quote = quotes.job_quote(
                 ceiling_per_s_minor=q["ceiling_per_s_minor"],
@@ -198,6 +208,7 @@ class QuoteApi(APIView):
                 "expected_minor": quote.expected_minor,
                 "max_credits": quotes.format_minor(quote.max_minor),
                 "expected_credits": quotes.format_minor(quote.expected_minor),
+                **per_tflop_hour(spot),
             }
             return Response(JobQuoteOut(out).data)
         price = quotes.node_price(spot_per_s_minor=spot, floor_per_s_minor=q["floor_per_s_minor"])
@@ -218,6 +229,7 @@ class QuoteApi(APIView):
             "operator_per_hour_minor": earnings.operator_per_hour_minor,
             "operator_per_hour_paise": earnings.operator_per_hour_paise,
             "operator_per_hour_credits": quotes.format_minor(earnings.operator_per_hour_minor),
+            **per_tflop_hour(price),
             "operator_per_hour_inr": quotes.format_paise(earnings.operator_per_hour_paise),
         }
         return Response(NodeQuoteOut(out).data)

@@ -15,6 +15,7 @@ The rules, fixed:
   paise (a multiple of `paise_granularity` minor units), and its fee is rounded down to one.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 from math import gcd
@@ -192,6 +193,29 @@ def node_earnings_per_hour(
             split.operator, paise_per_credit=paise_per_credit
         ),
     )
+
+
+def cost_per_tflop_hour(*, price_per_s_minor: int, tflops: float | None) -> int | None:
+    """What an hour of one TFLOPS costs at this price (minor units, rounded half up): the price
+    of an hour over what the hardware was measured to do. None where nothing was measured."""
+    if tflops is None or tflops <= 0:
+        return None
+    hourly = Decimal(price_per_s_minor) * 3600 / Decimal(str(tflops))
+    return int(hourly.quantize(Decimal(1), rounding=ROUND_HALF_UP))
+
+
+# Where quotes learn a market's measured figures: the nodes app registers its reader (ledger
+# knows nothing of nodes). (region, tier) → the median measured TFLOPS of its online nodes.
+_market_tflops: list[Callable[[str, str], float | None]] = []
+
+
+def register_market_tflops(reader: Callable[[str, str], float | None]) -> None:
+    if reader not in _market_tflops:
+        _market_tflops.append(reader)
+
+
+def market_tflops(*, region: str, tier: str) -> float | None:
+    return _market_tflops[0](region, tier) if _market_tflops else None
 
 
 def format_minor(minor: int) -> str:

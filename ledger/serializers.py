@@ -103,7 +103,19 @@ class QuoteQuery(serializers.Serializer):
         return attrs
 
 
-class JobQuoteOut(serializers.Serializer):
+class PerTflopHourOut(serializers.Serializer):
+    measured_tflops = serializers.FloatField(
+        allow_null=True,
+        help_text="The median float32 TFLOPS measured on this market's online nodes (CPU: "
+        "GFLOPS / 1000); null where none was measured.",
+    )
+    cost_per_tflop_hour_minor = serializers.IntegerField(
+        allow_null=True, help_text="An hour at this price over the measured TFLOPS."
+    )
+    cost_per_tflop_hour_credits = serializers.CharField(allow_null=True)
+
+
+class JobQuoteOut(PerTflopHourOut):
     tier = serializers.CharField()
     region = serializers.CharField()
     book_version = serializers.IntegerField()
@@ -117,7 +129,7 @@ class JobQuoteOut(serializers.Serializer):
     expected_credits = serializers.CharField()
 
 
-class NodeQuoteOut(serializers.Serializer):
+class NodeQuoteOut(PerTflopHourOut):
     tier = serializers.CharField()
     region = serializers.CharField()
     book_version = serializers.IntegerField()

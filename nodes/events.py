@@ -84,3 +84,42 @@ register(
     properties={"until": STR, "consecutive_failures": NON_NEGATIVE_INT},
     description="Failures in a row: the node takes no work until `until`.",
 )
+
+register(
+    "BenchmarkIssued",
+    properties={"node_id": INT, "reason": STR, "seed": STR},
+    description="The hub issued a hardware benchmark (stream benchmark:<id>): a new node, new "
+    "hardware, a periodic or a retried one.",
+)
+register(
+    "BenchmarkEnded",
+    properties={
+        "node_id": INT,
+        "state": {"type": "string", "enum": ["passed", "failed", "expired", "superseded"]},
+        "tier": STR,
+        "figures": {"type": "object"},
+        "problems": {"type": "array", "items": STR},
+    },
+    description="A benchmark ended; `tier` is what its figures support (blank unless passed).",
+)
+register(
+    "NodeTierMeasured",
+    properties={"benchmark_id": INT, "tier": STR, "previous_tier": STR},
+    description="A benchmark moved what the node is paid and routed as (its tier, its GPUs).",
+)
+register(
+    "NodeTierMismatch",
+    properties={
+        "benchmark_id": INT,
+        "claimed_tier": STR,
+        "claimed_gpu": STR,
+        "measured_tier": STR,
+        "measured_fp32_tflops": {"type": ["number", "null"]},
+    },
+    description="The GPU the node names is far above what its benchmark measured.",
+)
+register(
+    "NodeTierConfirmed",
+    properties={"tier": STR, "previous_tier": STR, "reason": STR},
+    description="An admin confirmed the tier of a GPU the benchmark cannot measure.",
+)

@@ -94,6 +94,19 @@ class Node(models.Model):
     consecutive_failures = models.PositiveSmallIntegerField(default=0)
     cooldown_until = models.DateTimeField(null=True, blank=True)
 
+    # Measured hardware (nodes.benchmarks). `tier` above is what the node is paid and routed as:
+    # the best tier its last passed benchmark supports, or the tier an admin confirmed for a
+    # GPU the benchmark cannot measure, else cpu. `claimed_tier` is what its GPU's name says.
+    claimed_tier = models.CharField(max_length=32, default="cpu")
+    confirmed_tier = models.CharField(max_length=32, blank=True)
+    measured = models.JSONField(default=dict, blank=True)
+    benchmarked_at = models.DateTimeField(null=True, blank=True)
+    # The benchmark issued and not yet reported: heartbeats tell the agent from this column,
+    # which they read with the node anyway.
+    benchmark_due = models.ForeignKey(
+        "NodeBenchmark", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
     quarantine_rule = models.CharField(max_length=32, blank=True)
     quarantine_reason = models.CharField(max_length=500, blank=True)
     quarantined_at = models.DateTimeField(null=True, blank=True)
@@ -239,6 +252,13 @@ class GpuTier(models.Model):
     pattern = models.CharField(max_length=200, blank=True)
     mobile = models.BooleanField(default=False)
     min_vram_mb = models.PositiveIntegerField(null=True, blank=True)
+    # The range a benchmark of this GPU falls in (float32 TFLOPS); a blank top is open. Seeded
+    # from the maker's spec sheet (spec_fp32_tflops, spec_source): 0.7 to 1.4 times its figure.
+    # A named tier with no bottom is never given by measurement, only by an admin's confirmation.
+    min_fp32_tflops = models.DecimalField(max_digits=7, decimal_places=2, null=True, blank=True)
+    max_fp32_tflops = models.DecimalField(max_digits=7, decimal_places=2, null=True, blank=True)
+    spec_fp32_tflops = models.DecimalField(max_digits=7, decimal_places=2, null=True, blank=True)
+    spec_source = models.CharField(max_length=300, blank=True)
     rank = models.PositiveSmallIntegerField(default=100)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -258,6 +278,9 @@ class GpuTier(models.Model):
                 raise ValidationError({"pattern": f"Not a regular expression: {exc}"}) from None
         if self.kind == TierKind.GENERIC and self.min_vram_mb is None:
             raise ValidationError({"min_vram_mb": "A generic tier needs a VRAM lower bound."})
+        low, high = self.min_fp32_tflops, self.max_fp32_tflops
+        if low is not None and high is not None and low > high:
+            raise ValidationError({"max_fp32_tflops": "The range's top is below its bottom."})
 
 
 class DriverBlock(models.Model):
@@ -277,3 +300,50 @@ class DriverBlock(models.Model):
 
     def __str__(self) -> str:
         return f"{self.vendor or 'any'} {self.pattern}"
+
+
+class BenchmarkState(models.TextChoices):
+    ISSUED = "issued"
+    PASSED = "passed"
+    FAILED = "failed"  # the report did not check, or the agent could not run it
+    EXPIRED = "expired"  # no report before the deadline
+    SUPERSEDED = "superseded"  # a newer benchmark was issued first
+
+
+class NodeBenchmark(models.Model):
+    """One benchmark the hub issued to a node: its signed spec with a fresh seed, and what came
+    back. Issued on registration, when the reported hardware changes, and periodically."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="benchmarks")
+    reason = models.CharField(max_length=16)  # new | hardware | periodic | admin
+    spec = models.JSONField()
+    signature = models.CharField(max_length=100)
+    state = models.CharField(
+        max_length=16, choices=BenchmarkState.choices, default=BenchmarkState.ISSUED
+    )
+    issued_at = models.DateTimeField(default=timezone.now)
+    taken_at = models.DateTimeField(null=True, blank=True)
+    deadline = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    report = models.JSONField(null=True, blank=True)
+    figures = models.JSONField(default=dict, blank=True)
+    problems = models.JSONField(default=list, blank=True)
+    tier = models.CharField(max_length=32, blank=True)  # the tier the figures support
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["node", "-id"], name="benchmark_node_recent"),
+            # The beat's expiry pass: WHERE state = 'issued' AND deadline < now.
+            models.Index(
+                fields=["deadline"],
+                name="benchmark_issued_deadline",
+                condition=Q(state="issued"),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"benchmark {self.pk} of node {self.node_id} ({self.state})"
+
+    @property
+    def stream(self) -> str:
+        return f"benchmark:{self.pk}"

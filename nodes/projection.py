@@ -55,7 +55,7 @@ class NodesProjection:
             node.state = payload["to"]
         if event.type == "NodeRenamed":
             node.name = payload["name"]
-        elif event.type == "NodeCapabilitiesChanged":
+        elif event.type in ("NodeCapabilitiesChanged", "NodeTierMeasured", "NodeTierConfirmed"):
             node.tier = payload["tier"]
         elif event.type == "NodePriceFloorSet":
             node.price_floor = payload["price_floor"]

@@ -25,3 +25,19 @@ def node_get(*, operator: Any, node_id: int) -> Node:
 
 def node_history(*, node: Node) -> QuerySet[Event]:
     return Event.objects.filter(stream=node.stream)
+
+
+def market_tflops(region: str, tier: str) -> float | None:
+    """The median measured TFLOPS (nodes.measured.headline_tflops) of the online nodes of a
+    (region, tier) market; a blank region is every region. None where none was measured."""
+    from statistics import median
+
+    from nodes.measured import headline_tflops
+    from nodes.models import NodeState
+
+    nodes = Node.objects.filter(state=NodeState.ONLINE, tier=tier).exclude(measured={})
+    if region:
+        nodes = nodes.filter(region=region)
+    figures = [headline_tflops(m) for m in nodes.values_list("measured", flat=True)[:1000]]
+    measured = [f for f in figures if f]
+    return round(median(measured), 3) if measured else None

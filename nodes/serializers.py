@@ -10,6 +10,9 @@ from django.conf import settings
 from rest_framework import serializers
 
 from ledger.models import Event
+from ledger.pricing import NoRulesInForce, spot_price_get
+from ledger.quotes import cost_per_tflop_hour, node_price
+from nodes.measured import headline_tflops
 from nodes.models import Node
 
 MAX_GPUS = 16
@@ -128,6 +131,15 @@ class NodeUpdateIn(serializers.Serializer):
 
 class NodeOut(serializers.ModelSerializer):
     reliability = serializers.SerializerMethodField()
+    measured_tflops = serializers.SerializerMethodField(
+        help_text="Its best GPU's measured float32 TFLOPS (no GPU: CPU GFLOPS / 1000)."
+    )
+    price_per_s_minor = serializers.SerializerMethodField(
+        help_text="What it is paid per second now: its market's spot price or its floor."
+    )
+    cost_per_tflop_hour_minor = serializers.SerializerMethodField(
+        help_text="An hour at its price over its measured TFLOPS; null before a benchmark."
+    )
 
     class Meta:
         model = Node
@@ -138,6 +150,13 @@ class NodeOut(serializers.ModelSerializer):
             "state_changed_at",
             "region",
             "tier",
+            "claimed_tier",
+            "confirmed_tier",
+            "measured",
+            "benchmarked_at",
+            "measured_tflops",
+            "price_per_s_minor",
+            "cost_per_tflop_hour_minor",
             "price_floor",
             "reliability",
             "gpu_count",
@@ -168,6 +187,32 @@ class NodeOut(serializers.ModelSerializer):
 
     def get_reliability(self, node: Node) -> float:
         return round(node.reliability, 3)
+
+    def get_measured_tflops(self, node: Node) -> float | None:
+        return headline_tflops(node.measured)
+
+    def get_price_per_s_minor(self, node: Node) -> int | None:
+        # One spot price per market in a page of nodes, not one per node.
+        spots = self.context.setdefault("spots", {})
+        key = (node.region, node.tier)
+        if key not in spots:
+            try:
+                spots[key] = spot_price_get(region=node.region, tier=node.tier)
+            except NoRulesInForce:
+                spots[key] = None
+        spot = spots[key]
+        return (
+            None
+            if spot is None
+            else node_price(spot_per_s_minor=spot, floor_per_s_minor=node.price_floor)
+        )
+
+    def get_cost_per_tflop_hour_minor(self, node: Node) -> int | None:
+        price = self.get_price_per_s_minor(node)
+        tflops = headline_tflops(node.measured)
+        return (
+            None if price is None else cost_per_tflop_hour(price_per_s_minor=price, tflops=tflops)
+        )
 
 
 class NodeRegisteredOut(serializers.Serializer):
@@ -225,6 +270,9 @@ class HeartbeatOut(serializers.Serializer):
     leases = serializers.DictField(child=serializers.CharField())
     cancel = serializers.ListField(child=serializers.CharField())
     state = serializers.CharField()
+    benchmark = serializers.BooleanField(
+        help_text="A hardware benchmark is waiting: GET /api/v1/agent/benchmark."
+    )
 
 
 class AgentMeOut(serializers.ModelSerializer):

@@ -1,6 +1,6 @@
 from celery import shared_task
 
-from nodes.services import nodes_reap, nodes_reliability_decay
+from nodes.services import benchmarks_pass, nodes_reap, nodes_reliability_decay
 
 
 @shared_task(name="nodes.reap", ignore_result=True)
@@ -14,3 +14,9 @@ def reap() -> dict[str, int]:
 def decay_reliability() -> int:
     """Decay reliability evidence towards the prior; a double fire changes nothing."""
     return nodes_reliability_decay()
+
+
+@shared_task(name="nodes.benchmarks", ignore_result=True)
+def benchmarks() -> dict[str, int]:
+    """Expire benchmarks past their deadline, issue the due ones; idempotent within a pass."""
+    return benchmarks_pass()

@@ -36,6 +36,22 @@ class Tier:
     pattern: re.Pattern[str] | None = None
     mobile: bool = False
     min_vram_mb: int | None = None
+    # The float32 range a benchmark of this GPU falls in; None bounds are open.
+    min_fp32_tflops: Decimal | None = None
+    max_fp32_tflops: Decimal | None = None
+
+    def met_by(self, fp32_tflops: float, vram_mb: int) -> bool:
+        """Whether a GPU measured at these figures is at least this tier's GPU."""
+        if self.kind == TierKind.CPU:
+            return True
+        low, high = self.min_fp32_tflops, self.max_fp32_tflops
+        if self.kind == TierKind.NAMED and low is None:
+            return False  # a named tier without a range is only ever confirmed by an admin
+        return (
+            vram_mb >= (self.min_vram_mb or 0)
+            and (low is None or fp32_tflops >= low)
+            and (high is None or fp32_tflops <= high)
+        )
 
 
 class TierTable:
@@ -52,6 +68,8 @@ class TierTable:
         cpu = [t for t in tiers if t.kind == TierKind.CPU]
         # With the cpu row deleted by hand, nodes still get a slug; pricing will find no row.
         self.cpu = cpu[0] if cpu else Tier(CPU_TIER, Decimal(0), TierKind.CPU)
+        self.all = [*tiers] if cpu else [*tiers, self.cpu]
+        self.by_slug = {t.slug: t for t in self.all}
 
     @classmethod
     def load(cls) -> "TierTable":
@@ -72,7 +90,18 @@ class TierTable:
                     log.warning("GPU tier %s has an invalid pattern %r", row.slug, row.pattern)
                     continue
             multiplier = multipliers.get(row.slug, Decimal(0))
-            tiers.append(Tier(row.slug, multiplier, row.kind, pattern, row.mobile, row.min_vram_mb))
+            tiers.append(
+                Tier(
+                    row.slug,
+                    multiplier,
+                    row.kind,
+                    pattern,
+                    row.mobile,
+                    row.min_vram_mb,
+                    row.min_fp32_tflops,
+                    row.max_fp32_tflops,
+                )
+            )
         return cls(tiers)
 
     def for_gpu(self, name: str | None, vram_mb: int | None) -> Tier:
@@ -86,3 +115,10 @@ class TierTable:
             if (vram_mb or 0) >= (tier.min_vram_mb or 0):
                 return tier
         return self.cpu
+
+    def best_measured(self, fp32_tflops: float, vram_mb: int) -> Tier:
+        """The best tier (highest multiplier, then rank) whose range a GPU measured at these
+        figures meets; the cpu tier when it meets none."""
+        met = [t for t in self.all if t.kind != TierKind.CPU and t.met_by(fp32_tflops, vram_mb)]
+        # self.all is in rank order, so max() keeps the best-ranked of equal multipliers.
+        return max(met, key=lambda t: t.multiplier, default=self.cpu)

@@ -1,6 +1,6 @@
 from django.urls import path, re_path
 
-from nodes import api
+from nodes import api, benchmark_api
 
 urlpatterns = [
     path("nodes/", api.NodeListCreateApi.as_view(), name="nodes"),
@@ -9,4 +9,10 @@ urlpatterns = [
     path("nodes/<int:node_id>/history", api.NodeHistoryApi.as_view(), name="node-history"),
     path("agent/me", api.AgentMeApi.as_view(), name="agent-me"),
     path("agent/heartbeat", api.AgentHeartbeatApi.as_view(), name="agent-heartbeat"),
+    path("agent/benchmark", benchmark_api.AgentBenchmarkApi.as_view(), name="agent-benchmark"),
+    path(
+        "agent/benchmark/<int:benchmark_id>",
+        benchmark_api.AgentBenchmarkReportApi.as_view(),
+        name="agent-benchmark-report",
+    ),
 ]

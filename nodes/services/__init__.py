@@ -1,5 +1,13 @@
 """Every write to nodes: one module per concept, all importable from here."""
 
+from nodes.services.benchmarks import (
+    BenchmarkNotDue,
+    benchmark_issue,
+    benchmark_report,
+    benchmark_take,
+    benchmarks_pass,
+    node_tier_confirm,
+)
 from nodes.services.lifecycle import (
     node_capabilities_update,
     node_register,
@@ -21,10 +29,15 @@ from nodes.services.reliability import (
 )
 
 __all__ = [
+    "BenchmarkNotDue",
     "HeartbeatReply",
     "Outcome",
     "ReapResult",
     "Rule",
+    "benchmark_issue",
+    "benchmark_report",
+    "benchmark_take",
+    "benchmarks_pass",
     "driver_blocks_enforce",
     "node_capabilities_update",
     "node_heartbeat",
@@ -33,6 +46,7 @@ __all__ = [
     "node_record_outcome",
     "node_register",
     "node_retire",
+    "node_tier_confirm",
     "node_update",
     "nodes_reap",
     "nodes_reliability_decay",

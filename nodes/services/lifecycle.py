@@ -10,7 +10,9 @@ from django.utils import timezone
 from nodes.capabilities import NormalisedCapabilities, normalise
 from nodes.errors import NodeLimitReached, NodeRetired, NodeStateConflict
 from nodes.hooks import notify_offline
+from nodes.measured import routed
 from nodes.models import AgentKey, DriverBlock, Node, NodeState, Ownership
+from nodes.services.benchmarks import benchmark_issue
 from nodes.services.cas import append_node_events, cas_update
 from nodes.services.quarantine import Rule, blocked_driver, driver_reason, node_quarantine
 from nodes.tiers import TierTable
@@ -24,6 +26,7 @@ VRAM_TOLERANCE = 0.98
 # capabilities report (free disk, the raw JSON, the agent's version) is updated quietly.
 _IDENTITY = (
     "tier",
+    "claimed_tier",
     "gpu_count",
     "gpu_name",
     "gpu_vendor",
@@ -37,6 +40,10 @@ _IDENTITY = (
     "avx512",
     "sandboxes",
 )
+
+
+# What the benchmark measures: a change in any of these, as reported, asks for a new benchmark.
+_MEASURED_HARDWARE = ("gpu_count", "gpu_name", "gpu_vram_mb", "compute_capability", "cpu_cores")
 
 
 def _driver_check(node: Node, caps: NormalisedCapabilities, actor: str) -> None:
@@ -69,7 +76,10 @@ def node_register(
         raise NodeLimitReached(
             f"an operator may have at most {settings.NODE_MAX_PER_OPERATOR} nodes; retire some"
         )
-    caps = normalise(capabilities, TierTable.load())
+    tiers = TierTable.load()
+    caps = normalise(capabilities, tiers)
+    # Nothing is measured yet: the node is cpu until its first benchmark passes.
+    fields = routed(caps, measured={}, confirmed_tier="", tiers=tiers)
     plaintext = generate_key(AGENT_PREFIX)
     with transaction.atomic():
         node = Node.objects.create(
@@ -79,7 +89,7 @@ def node_register(
             price_floor=price_floor,
             agent_key_prefix=display_prefix(plaintext),
             event_version=1,
-            **caps.fields(),
+            **fields,
         )
         AgentKey.objects.create(node=node, key_hash=hash_key(plaintext))
         Ownership.objects.create(node=node, operator=operator)
@@ -97,7 +107,7 @@ def node_register(
                         "region": region,
                         "price_floor": price_floor,
                         "state": node.state,
-                        "tier": caps.tier,
+                        "tier": node.tier,
                         "gpu_name": caps.gpu_name,
                         "gpu_vram_mb": caps.gpu_vram_mb,
                         "compute_capability": caps.compute_capability,
@@ -108,6 +118,7 @@ def node_register(
             ],
         )
         _driver_check(node, caps, actor)
+        benchmark_issue(node=node, reason="new", actor=actor)
     return node, plaintext
 
 
@@ -176,9 +187,14 @@ def node_retire(*, node: Node, actor: str, now: datetime | None = None) -> bool:
 def node_capabilities_update(*, node: Node, capabilities: dict[str, Any], actor: str) -> None:
     """The agent reported its hardware again (it does on every start). Hardware changes are
     evented; less VRAM than registered, or a blocklisted driver, quarantines the node."""
-    caps = normalise(capabilities, TierTable.load())
-    fields = caps.fields()
+    tiers = TierTable.load()
+    caps = normalise(capabilities, tiers)
+    fields = routed(caps, measured=node.measured, confirmed_tier=node.confirmed_tier, tiers=tiers)
     changed = [name for name in _IDENTITY if getattr(node, name) != fields[name]]
+    previous = normalise(node.capabilities, tiers) if node.capabilities else None
+    rebenchmark = previous is not None and any(
+        getattr(previous, name) != getattr(caps, name) for name in _MEASURED_HARDWARE
+    )
     shrunk = (
         node.gpu_vram_mb
         and caps.gpu_vram_mb is not None
@@ -200,7 +216,7 @@ def node_capabilities_update(*, node: Node, capabilities: dict[str, Any], actor:
                     (
                         "NodeCapabilitiesChanged",
                         {
-                            "tier": caps.tier,
+                            "tier": fields["tier"],
                             "previous_tier": node.tier,
                             "gpu_name": caps.gpu_name,
                             "gpu_vram_mb": caps.gpu_vram_mb,
@@ -225,3 +241,5 @@ def node_capabilities_update(*, node: Node, capabilities: dict[str, Any], actor:
             )
         elif "driver_version" in changed or "gpu_vendor" in changed:
             _driver_check(node, caps, actor)
+        if rebenchmark:
+            benchmark_issue(node=node, reason="hardware", actor=actor)

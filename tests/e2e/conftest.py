@@ -43,6 +43,10 @@ FAST = {
     "NODE_OFFLINE_AFTER_MISSED": "5",
     "NODE_REAPER_INTERVAL_S": "1",
     "LEDGER_SEAL_INTERVAL_S": "2",
+    # Every agent benchmarks its machine when it first connects: a short one, still real.
+    "NODE_BENCHMARK_MATMUL_N": "256",
+    "NODE_BENCHMARK_STREAM_MB": "16",
+    "NODE_BENCHMARK_CPU_MS": "200",
 }
 # The processes, as a deployment runs them (docker-compose.yml), sized for a test.
 # Threads, as deployed: a long-poll claim holds a thread, not a whole worker.

@@ -59,17 +59,108 @@ def capabilities(**overrides: Any) -> dict[str, Any]:
     return caps
 
 
-def register_node(operator, *, name: str = "rig-1", region: str = "IN", **caps: Any):
-    """Register through the service, as the API would; (node, agent key)."""
+def register_node(
+    operator, *, name: str = "rig-1", region: str = "IN", benchmarked: bool = True, **caps: Any
+):
+    """Register through the service, as the API would; (node, agent key). With `benchmarked`,
+    its first benchmark is then reported as an honest agent on the GPUs it names would report
+    it, so the node is paid and routed as what it claims (benchmark_pass)."""
     from nodes.services import node_register
 
-    return node_register(
+    node, key = node_register(
         operator=operator,
         name=name,
         region=region,
         capabilities=capabilities(**caps),
         actor=f"user:{operator.pk}",
     )
+    if benchmarked:
+        benchmark_pass(node)
+        node.refresh_from_db()
+    return node, key
+
+
+def honest_report(spec: dict[str, Any], gpus: list[dict[str, Any]]) -> dict[str, Any]:
+    """What `python -m agent.benchmark` prints for `spec` on a machine with these GPUs, each
+    {"name", "fp32_tflops", "vram_mb", "compute_capability"}: every proof right for the seed.
+    The GPU figures are given, not measured: the test machines have no GPU (the H200's real
+    reports are in tests/agent/fixtures/benchmark/)."""
+    from agent.benchmark import SUITE, proofs
+
+    seed, n = spec["seed"], spec["cpu"]["matmul_n"]
+
+    def timed(flops: int, tflops: float) -> dict[str, Any]:
+        return {"tflops": tflops, "ms": flops / (tflops * 1e12) * 1000, "threads": threads}
+
+    words = spec["cpu"]["stream_mb"] * (1 << 20) // 8
+    iterations, threads = spec["gpu"]["iterations"], 8 * 256 * 16
+    return {
+        "suite": SUITE,
+        "seed": seed,
+        "cpu": {
+            "gflops": 50.0,
+            "n": n,
+            "runs": 10,
+            "probes": [proofs.matmul_cell(seed, n, i, j) for i, j in proofs.probe_cells(seed, n)],
+        },
+        "memory": {
+            "gb_per_s": 20.0,
+            "mb": spec["cpu"]["stream_mb"],
+            "threads": 2,
+            "probe": proofs.stream_probe(seed, words),
+        },
+        "gpus": [
+            {
+                "index": index,
+                "name": gpu["name"],
+                "compute_capability": gpu.get("compute_capability", "8.9"),
+                "fp32": timed(proofs.flops_fp32(threads, iterations), gpu["fp32_tflops"])
+                | {"proof": proofs.fp32_expected(seed, threads, iterations)},
+                "fp16": timed(proofs.flops_fp16(threads, iterations), 2 * gpu["fp32_tflops"])
+                | {"proof": proofs.fp16_expected(seed, threads)},
+                "bandwidth": {"gb_per_s": 900.0, "bytes": 1 << 30, "ms": 2.4},
+                "vram_allocatable": {"mb": gpu["vram_mb"], "blocks": 4, "verified_blocks": 4},
+            }
+            for index, gpu in enumerate(gpus)
+        ],
+        "elapsed_s": 0.0,
+    }
+
+
+def claimed_gpus(node) -> list[dict[str, Any]]:
+    """The GPUs the node reported, with the figures an honest benchmark of each would find: its
+    tier's spec-sheet float32 figure (10 TFLOPS where the tier has none) and its VRAM."""
+    from nodes.models import GpuTier
+    from nodes.tiers import TierTable
+
+    tiers = TierTable.load()
+    out = []
+    for gpu in node.capabilities.get("gpus") or []:
+        if gpu.get("vendor") != "nvidia":
+            continue  # the benchmark measures NVIDIA GPUs only
+        tier = tiers.for_gpu(gpu.get("name"), gpu.get("vram_total_mb"))
+        spec = GpuTier.objects.filter(slug=tier.slug).values_list("spec_fp32_tflops", flat=True)
+        figure = next(iter(spec), None)
+        out.append(
+            {
+                "name": gpu.get("name") or "",
+                "fp32_tflops": float(figure) if figure is not None else 10.0,
+                "vram_mb": gpu.get("vram_total_mb") or 0,
+                "compute_capability": gpu.get("compute_capability") or "8.9",
+            }
+        )
+    return out
+
+
+def benchmark_pass(node, gpus: list[dict[str, Any]] | None = None):
+    """Take the node's due benchmark and report it honestly (`gpus`: claimed_gpus by default)."""
+    from nodes.services import benchmark_report, benchmark_take
+
+    node.refresh_from_db()
+    benchmark = benchmark_take(node=node)
+    assert benchmark is not None, "the node has no benchmark due"
+    report = honest_report(benchmark.spec, claimed_gpus(node) if gpus is None else gpus)
+    return benchmark_report(node=node, benchmark_id=benchmark.pk, report=report)
 
 
 @pytest.fixture

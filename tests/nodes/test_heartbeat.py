@@ -8,7 +8,15 @@ from nodes import hooks
 from nodes.models import Node, NodeState
 from nodes.services import node_heartbeat, nodes_reap
 from tests.conftest import client_with_key
-from tests.nodes.conftest import Statements, beat, capabilities, gpu, node_events, register_node
+from tests.nodes.conftest import (
+    Statements,
+    beat,
+    benchmark_pass,
+    capabilities,
+    gpu,
+    node_events,
+    register_node,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -40,6 +48,7 @@ def test_it_brings_a_new_node_online_on_its_first_heartbeat(bobs_node, settings)
         "leases": {},
         "cancel": [],
         "state": "online",
+        "benchmark": False,
     }
     node.refresh_from_db()
     assert node.state == NodeState.ONLINE and node.load["cpu_pct"] == 12.5
@@ -159,7 +168,7 @@ def test_it_lets_an_agent_key_act_only_as_its_own_node(bob, mallory):
     theirs.refresh_from_db()
     assert (mine.state, theirs.state) == (NodeState.DRAINING, NodeState.OFFLINE)
     assert theirs.last_heartbeat_at is None
-    assert [t for t, _ in node_events(theirs)] == ["NodeRegistered"]
+    assert [t for t, _ in node_events(theirs)] == ["NodeRegistered", "NodeTierMeasured"]
     # The operator API, where node ids are named, is closed to agent keys.
     assert client_with_key(my_key).get(f"/api/v1/nodes/{theirs.pk}").status_code == 403
 
@@ -283,19 +292,33 @@ def test_it_merges_the_hooks_leases_and_cancellations_into_the_reply(bobs_node, 
 def test_it_writes_no_event_for_unchanged_capabilities(bobs_node):
     node, key = bobs_node
     beat(client_with_key(key), capabilities=capabilities(disk_free_mb=123))
-    assert [t for t, _ in node_events(node)] == ["NodeRegistered", "NodeStateChanged"]
+    assert [t for t, _ in node_events(node)] == [
+        "NodeRegistered",
+        "NodeTierMeasured",
+        "NodeStateChanged",
+    ]
     node.refresh_from_db()
-    assert node.disk_mb == 123
+    assert (node.disk_mb, node.benchmark_due_id) == (123, None)
 
 
-def test_it_records_new_hardware_with_an_event(bobs_node):
+def test_it_records_new_hardware_with_an_event_and_measures_it_again(bobs_node):
     node, key = bobs_node
     caps = capabilities(gpus=[gpu("NVIDIA GeForce RTX 5090", 32607, "12.0")])
-    beat(client_with_key(key), capabilities=caps)
+    assert beat(client_with_key(key), capabilities=caps).json()["benchmark"] is True
+    node.refresh_from_db()
+    # Paid as what was measured until the new GPU is measured in turn.
+    assert (node.claimed_tier, node.tier, node.gpu_vram_mb) == ("rtx-5090", "rtx-4090", 24564)
+    changed = [p for t, p in node_events(node) if t == "NodeCapabilitiesChanged"]
+    assert changed[0]["tier"] == "rtx-4090" and changed[0]["previous_tier"] == "rtx-4090"
+    assert node.benchmarks.get(pk=node.benchmark_due_id).reason == "hardware"
+    benchmark_pass(node)
     node.refresh_from_db()
     assert (node.tier, node.gpu_vram_mb, node.compute_capability) == ("rtx-5090", 32607, 120)
-    changed = [p for t, p in node_events(node) if t == "NodeCapabilitiesChanged"]
-    assert changed[0]["tier"] == "rtx-5090" and changed[0]["previous_tier"] == "rtx-4090"
+    assert node_events(node)[-1][1] | {"benchmark_id": 0} == {
+        "benchmark_id": 0,
+        "tier": "rtx-5090",
+        "previous_tier": "rtx-4090",
+    }
 
 
 def test_it_quarantines_a_node_reporting_less_vram_than_registered(bobs_node):

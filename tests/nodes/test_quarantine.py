@@ -22,7 +22,11 @@ def test_it_quarantines_a_blocklisted_driver_at_registration(bob):
     assert node.state == NodeState.QUARANTINED
     assert node.quarantine_rule == "driver_blocklisted"
     assert "535.54.03" in node.quarantine_reason and "corrupts fp16" in node.quarantine_reason
-    assert [t for t, _ in node_events(node)] == ["NodeRegistered", "NodeQuarantined"]
+    assert [t for t, _ in node_events(node)] == [
+        "NodeRegistered",
+        "NodeQuarantined",
+        "NodeTierMeasured",
+    ]
     # The operator sees why; the agent is told to stop claiming.
     assert beat(client_with_key(key)).json() | {"leases": None, "poll_interval_s": None} == {
         "poll_interval_s": None,
@@ -30,6 +34,7 @@ def test_it_quarantines_a_blocklisted_driver_at_registration(bob):
         "leases": None,
         "cancel": [],
         "state": "quarantined",
+        "benchmark": False,
     }
 
 
@@ -51,7 +56,8 @@ def test_it_matches_driver_blocks_by_vendor_and_pattern(bob, vendor, pattern, bl
 
 def test_it_keeps_an_old_gpu_in_service_without_fp16(bob):
     node, _ = register_node(bob, gpus=[gpu("NVIDIA GeForce GTX 1080", 8192, "6.1")])
-    assert (node.state, node.tier, node.fp16_ok) == (NodeState.OFFLINE, "gtx-1080", False)
+    assert (node.state, node.claimed_tier, node.fp16_ok) == (NodeState.OFFLINE, "gtx-1080", False)
+    assert node.gpu_count == 1 and node.compute_capability == 61
 
 
 def test_it_quarantines_nodes_running_a_driver_blocked_in_the_admin(bob, mallory, admin_client):

@@ -29,13 +29,15 @@ def seed_silent_nodes(operator_id: int, size: int) -> None:
             INSERT INTO nodes_node (
               operator_id, name, region, state, state_changed_at, event_version, created_at,
               price_floor,
-              agent_key_prefix, tier, gpu_count, gpu_name, gpu_vendor,
+              agent_key_prefix, tier, claimed_tier, confirmed_tier, measured, gpu_count, gpu_name,
+              gpu_vendor,
               driver_version, fp16_ok, avx2, avx512, sandboxes, agent_version, capabilities,
               load, gpu_state, throttled, thermal_events, rel_alpha, rel_beta, reliability,
               reliability_at, consecutive_failures, quarantine_rule, quarantine_reason,
               last_heartbeat_at, degraded_after, offline_after)
             SELECT %s, 'n' || g, 'IN', 'online', %s, 0, %s, 0,
-              'cpa_', 'rtx-4090', 1, '', 'nvidia', '550.54.14', true, true, false, '[]', '',
+              'cpa_', 'rtx-4090', 'rtx-4090', '', '{}', 1, '', 'nvidia', '550.54.14', true, true,
+              false, '[]', '',
               '{}', '{}', '[]', false, '[]', 1, 1, 0.5, %s, 0, '', '', %s, %s, %s
             FROM generate_series(1, %s) AS g
             """,

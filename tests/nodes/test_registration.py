@@ -11,7 +11,7 @@ from nodes.models import Node, NodeState
 from nodes.signing import hub_public_key_b64
 from people.keys import hash_key
 from tests.conftest import client_with_key, key_for
-from tests.nodes.conftest import beat, capabilities, node_events, register_node
+from tests.nodes.conftest import beat, benchmark_pass, capabilities, node_events, register_node
 
 pytestmark = pytest.mark.django_db
 
@@ -27,7 +27,9 @@ def test_it_registers_a_node_and_shows_its_agent_key_once(api, bob, settings):
     body = response.json()
     node = Node.objects.get()
     assert body["node"]["id"] == node.pk
-    assert (body["node"]["state"], body["node"]["tier"]) == ("offline", "rtx-4090")
+    # Paid and routed as cpu until its first benchmark passes; its GPU's name is its claim.
+    assert (body["node"]["state"], body["node"]["tier"]) == ("offline", "cpu")
+    assert body["node"]["claimed_tier"] == "rtx-4090" and body["node"]["measured"] == {}
     assert body["agent_key"].startswith("cpa_") and len(body["agent_key"]) > 40
     assert body["hub_public_key"] == hub_public_key_b64()
     assert body["heartbeat_interval_s"] == settings.NODE_HEARTBEAT_INTERVAL_S
@@ -111,7 +113,7 @@ def test_it_hides_a_node_from_other_operators(api, bob, mallory):
     assert client.get(f"/api/v1/nodes/{node.pk}/history").status_code == 404
     node.refresh_from_db()
     assert (node.name, node.state, node.key_revoked_at) == ("rig-1", NodeState.OFFLINE, None)
-    assert [t for t, _ in node_events(node)] == ["NodeRegistered"]
+    assert [t for t, _ in node_events(node)] == ["NodeRegistered", "NodeTierMeasured"]
     # A node id that does not exist reads the same as someone else's.
     assert client.get("/api/v1/nodes/999999").status_code == 404
 
@@ -145,7 +147,7 @@ def test_it_refuses_a_bad_update(api, bob, bobs_node, body):
     node, _ = bobs_node
     response = api(bob, "operator").patch(f"/api/v1/nodes/{node.pk}", body, format="json")
     assert response.status_code == 400, response.content
-    assert len(node_events(node)) == 1
+    assert len(node_events(node)) == 2
 
 
 @pytest.mark.parametrize("name", ["", "x" * 101, "a\nb"])
@@ -209,8 +211,9 @@ def test_it_lists_the_history_newest_first(api, bob, bobs_node):
     assert response.status_code == 200
     results = response.json()["results"]
     assert [(e["version"], e["type"]) for e in results] == [
+        (4, "NodeStateChanged"),
         (3, "NodeStateChanged"),
-        (2, "NodeStateChanged"),
+        (2, "NodeTierMeasured"),
         (1, "NodeRegistered"),
     ]
     assert results[0]["payload"] == {"from": "online", "to": "draining", "reason": "agent_draining"}
@@ -256,20 +259,37 @@ def test_the_admin_lists_a_nodes_key_by_prefix_not_by_plaintext(client, dave, bo
 def test_it_registers_the_report_an_agent_made_on_a_real_h200(api, bob):
     """The capabilities JSON `detect_capabilities()` produced on an NVIDIA H200 (captured by
     scripts/capture_gpu.py; tests/agent/fixtures/hardware/SOURCES.md), sent as the agent sends
-    it. No tier names the H200, so its 140 GB put it in the largest generic tier."""
-    detection = Path(__file__).parents[1] / "agent/fixtures/hardware/agent"
-    report = json.loads((detection / "h200-driver580-detection.json").read_text())
+    it. No tier names the H200, so its 140 GB claim the largest generic tier; it is paid as cpu
+    until its benchmark, then as the best tier whose range the H200's real figures meet
+    (tests/agent/fixtures/benchmark/: 63.8 TFLOPS, 142592 MB allocatable): the RTX 4090's."""
+    fixtures = Path(__file__).parents[1] / "agent/fixtures"
+    report = json.loads((fixtures / "hardware/agent/h200-driver580-detection.json").read_text())
     response = register(api(bob, "operator"), capabilities=report["detect_capabilities"])
     assert response.status_code == 201, response.content
     node = Node.objects.get()
+    assert (node.claimed_tier, node.tier, node.gpu_count) == ("generic-24gb", "cpu", 0)
+    runs = json.loads((fixtures / "benchmark/h200-driver580-runs.json").read_text())
+    measured = runs[0]["report"]["gpus"][0]
+    benchmark_pass(
+        node,
+        gpus=[
+            {
+                "name": measured["name"],
+                "fp32_tflops": measured["fp32"]["tflops"],
+                "vram_mb": measured["vram_allocatable"]["mb"],
+                "compute_capability": measured["compute_capability"],
+            }
+        ],
+    )
     assert Node.objects.filter(pk=node.pk).values(
         "tier", "gpu_count", "gpu_name", "gpu_vram_mb", "compute_capability", "driver_version"
     ).get() == {
-        "tier": "generic-24gb",
+        "tier": "rtx-4090",
         "gpu_count": 1,
         "gpu_name": "NVIDIA H200",
         "gpu_vram_mb": 143771,
         "compute_capability": 90,
         "driver_version": "580.159.04",
     }
+    node.refresh_from_db()
     assert (node.fp16_ok, node.cpu_cores, node.avx512) == (True, 16, True)
