@@ -51,6 +51,8 @@ def configure_logging(*, verbose: bool) -> None:
 
 
 def _region(value: str) -> str:
+    # The shape only: the hub checks it is a real country (the agent carries no country list)
+    # and registration prints its refusal.
     region = value.strip().upper()
     if not re.fullmatch(r"[A-Z]{2}", region):
         raise argparse.ArgumentTypeError(f"expected a two-letter country code, got {value!r}")
@@ -187,6 +189,9 @@ def _register(args: argparse.Namespace, path: Path) -> int:
         return EXIT_FAILED
     except HubError as exc:
         print(f"error: registration failed: {exc}", file=sys.stderr)
+        # Which field the hub refused and why (a region that is not a country, say).
+        for field_name, messages in exc.fields.items():
+            print(f"  {field_name}: {'; '.join(map(str, messages))}", file=sys.stderr)
         return EXIT_FAILED
     finally:
         client.close()

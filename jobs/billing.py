@@ -156,9 +156,3 @@ def known_tiers() -> set[str]:
     from nodes.models import GpuTier
 
     return set(GpuTier.objects.values_list("slug", flat=True)) | set(pricing.known_tiers())
-
-
-def known_regions() -> set[str]:
-    """ISO-2 codes a job may ask for: those the price book names and those nodes are in."""
-    named = set(pricing.EU_COUNTRIES) | {"IN", "US", "GB"}
-    return named | set(Node.objects.exclude(region="").values_list("region", flat=True).distinct())

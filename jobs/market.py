@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from jobs.models import ACTIVE_ATTEMPT_STATES, Attempt, Task, TaskState
 from ledger.models import SpotPrice
-from ledger.pricing import region_for, spot_price_get, spot_price_set
+from ledger.pricing import spot_market, spot_price_get, spot_price_set
 from nodes.models import CLAIMABLE_STATES, Node
 
 
@@ -35,7 +35,6 @@ class Repriced:
 
 @dataclass
 class _Group:
-    countries: set[str]
     idle: int = 0
     vram: int = 0
     cc: int = 0
@@ -60,17 +59,16 @@ def _groups() -> dict[tuple[str, str], _Group]:
             gpus=Max("gpu_count"),
         )
     )
-    groups: dict[tuple[str, str], _Group] = defaultdict(lambda: _Group(set()))
+    groups: dict[tuple[str, str], _Group] = defaultdict(_Group)
     for row in rows:
-        group = groups[(region_for(row["region"]), row["tier"])]
-        group.countries.add((row["region"] or "").upper())
+        group = groups[spot_market(region=row["region"], tier=row["tier"])]
         group.idle += row["idle"]
         for name in ("vram", "cc", "cores", "ram", "disk", "gpus"):
             setattr(group, name, max(getattr(group, name), row[name] or 0))
     return groups
 
 
-def _demand(tier: str, group: _Group) -> int:
+def _demand(region: str, tier: str, group: _Group) -> int:
     return (
         Task.objects.filter(
             state=TaskState.QUEUED,
@@ -82,7 +80,7 @@ def _demand(tier: str, group: _Group) -> int:
             min_compute_capability__lte=group.cc,
         )
         .filter(Q(tier_allow=[]) | Q(tier_allow__contains=[tier]))
-        .filter(Q(region="") | Q(region__in=group.countries))
+        .filter(Q(region="") | Q(region=region))
         .count()
     )
 
@@ -101,7 +99,7 @@ def market_reprice(*, now: datetime | None = None) -> list[Repriced]:
     settled_before = now - timedelta(seconds=settings.MARKET_MIN_INTERVAL_S)
     moved = []
     for (region, tier), group in sorted(_groups().items()):
-        demand = _demand(tier, group)
+        demand = _demand(region, tier, group)
         with transaction.atomic():
             row = SpotPrice.objects.select_for_update().filter(region=region, tier=tier).first()
             if row is not None and row.updated_at > settled_before:

@@ -7,6 +7,7 @@ import re
 from django.conf import settings
 from rest_framework import serializers
 
+from core.api.fields import REGION_HELP, RegionField
 from jobs.models import Artifact, Attempt, Job, JobKind, LogChunk, Task
 
 IMAGE_RE = re.compile(r"^[a-z0-9][a-z0-9._/-]{0,199}(:[A-Za-z0-9._-]{1,128})?$")
@@ -33,12 +34,8 @@ class RequirementsIn(serializers.Serializer):
         default=None,
         help_text='e.g. "7.5"',
     )
-    region = serializers.RegexField(
-        r"^[A-Za-z]{2}$",
-        required=False,
-        allow_blank=True,
-        default="",
-        help_text="ISO 3166-1 alpha-2; blank for anywhere",
+    region = RegionField(
+        required=False, allow_blank=True, default="", help_text=f"{REGION_HELP}; blank for anywhere"
     )
 
     def validate_gpu_tiers(self, value: list[str]) -> list[str]:
@@ -48,14 +45,6 @@ class RequirementsIn(serializers.Serializer):
         if unknown:
             raise serializers.ValidationError(f"unknown GPU tier(s): {', '.join(unknown)}")
         return sorted(set(value))
-
-    def validate_region(self, value: str) -> str:
-        from jobs.billing import known_regions
-
-        value = (value or "").upper()
-        if value and value not in known_regions():
-            raise serializers.ValidationError(f"unknown region {value!r}")
-        return value
 
     def validate(self, attrs: dict) -> dict:
         cc = attrs.pop("min_compute_capability", None)

@@ -18,6 +18,7 @@ from django.db.models import Q
 from django.db.models.functions import Floor
 from django.utils import timezone
 
+from core.regions import CODE_PATTERN, region_code, region_validator
 from ledger.errors import ImmutableRecord
 
 MAX_PLATFORM_FEE_BPS = 2000  # 20%: the design caps the fee; the database refuses more
@@ -134,8 +135,8 @@ class PriceRule(models.Model):
     or an inference model's price per million input or output tokens.
 
     The key is a job kind (`default` covers every other kind), a tier slug the nodes app assigns,
-    a region slug (in, us, uk, eu; see ledger.pricing.region_for), or a model's name as clients
-    send it. Frozen with its book.
+    a country's ISO 3166-1 alpha-2 code (core.regions), or a model's name as clients send it.
+    Frozen with its book.
     """
 
     book = models.ForeignKey(PriceBook, on_delete=models.CASCADE, related_name="rules")
@@ -161,6 +162,12 @@ class PriceRule(models.Model):
                 name="pricerule_price_whole",
                 violation_error_message="A price is a whole number of at least 1.",
             ),
+            # The shape of a region's key; `clean` checks it is a real country.
+            models.CheckConstraint(
+                condition=~Q(kind=RuleKind.REGION) | Q(key__regex=CODE_PATTERN),
+                name="pricerule_region_code",
+                violation_error_message="A region is an ISO 3166-1 alpha-2 code in capitals.",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -179,9 +186,13 @@ class PriceRule(models.Model):
         return super().delete(*args, **kwargs)
 
     def clean(self) -> None:
-        key_validator = model_name_validator if self.kind in MODEL_KINDS else slug_validator
         try:
-            key_validator(self.key)
+            if self.kind == RuleKind.REGION:
+                self.key = region_code(self.key)
+                if not self.key:
+                    raise ValidationError("A region multiplier names its country.")
+            else:
+                (model_name_validator if self.kind in MODEL_KINDS else slug_validator)(self.key)
         except ValidationError as exc:
             raise ValidationError({"key": exc.messages}) from None
         multiplier = self.kind not in PRICE_KINDS and self.value is not None
@@ -203,7 +214,14 @@ class SpotPrice(models.Model):
     each appending an event to the stream `spot:<region>:<tier>` at `version`.
     """
 
-    region = models.CharField(max_length=16, validators=[slug_validator])
+    # A country's code, or blank for the nodes that named none. Rows keyed by a pricing-zone slug
+    # (in, us, uk, eu, other) are the markets before regions were countries: kept as history.
+    region = models.CharField(
+        max_length=16,
+        blank=True,
+        validators=[region_validator],
+        help_text="ISO 3166-1 alpha-2 code; blank for nodes that named no country",
+    )
     tier = models.CharField(max_length=32, validators=[slug_validator])
     price_per_s_minor = models.PositiveBigIntegerField()
     min_per_s_minor = models.PositiveBigIntegerField()

@@ -1,8 +1,8 @@
 """The rules in force, regions, and the spot prices the market moves within admin-set bounds.
 
-Regions are lowercase slugs: `in`, `us`, `uk`, `eu`, or any other slug (which takes the book's
-default multiplier). Nodes store an ISO 3166-1 alpha-2 country; `region_for` maps it (or a slug)
-to the region it is priced in, so spot prices are keyed (region slug, tier slug).
+A region is a country (core.regions: an ISO 3166-1 alpha-2 code, or blank for a node that did
+not say). The book's region multipliers are keyed by those codes, and a spot market is one
+(region, tier): a country's nodes of one tier, or the nodes of one tier that named no country.
 """
 
 from dataclasses import dataclass
@@ -10,25 +10,18 @@ from datetime import datetime
 from decimal import Decimal
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from core.errors import ConflictError, DomainError
+from core.regions import region_code
 from core.sql import statement
 from ledger import quotes
 from ledger.models import PriceBook, PriceRule, RuleKind, SpotPrice
 from ledger.services import event_append
 
 DEFAULT_JOB_KIND = "default"
-OTHER_REGION = "other"  # a node that did not say where it is
-
-EU_COUNTRIES = frozenset(
-    {
-        "AT", "BE", "BG", "HR", "CY", "CZ", "DK", "EE", "FI", "FR", "DE", "GR", "HU", "IE",
-        "IT", "LV", "LT", "LU", "MT", "NL", "PL", "PT", "RO", "SK", "SI", "ES", "SE",
-    }
-)  # fmt: skip
-_COUNTRY_REGION = {"IN": "in", "US": "us", "GB": "uk", "UK": "uk"}
 
 
 class NoRulesInForce(DomainError):
@@ -49,18 +42,17 @@ class PriceOutOfBounds(DomainError):
     code = "price_out_of_bounds"
 
 
-def region_for(value: str) -> str:
-    """The region slug of a region slug or an ISO 3166-1 alpha-2 country code, any case.
+class UnknownRegion(DomainError):
+    code = "invalid_region"
 
-    in/IN → in, us/US → us, uk/GB → uk, eu or an EU member (DE, FR, …) → eu, blank → other,
-    any other country → its own lowercase code (priced at the book's default multiplier).
-    """
-    code = (value or "").strip().upper()
-    if not code:
-        return OTHER_REGION
-    if code in EU_COUNTRIES or code == "EU":
-        return "eu"
-    return _COUNTRY_REGION.get(code, code.lower())
+
+def region_of(value: str | None) -> str:
+    """A region as the rules key it: the country's code in capitals, or blank. What is not a
+    country is UnknownRegion (400), so no price is ever made for one."""
+    try:
+        return region_code(value or "")
+    except ValidationError as exc:
+        raise UnknownRegion(exc.messages[0], fields={"region": exc.messages}) from None
 
 
 @dataclass(frozen=True)
@@ -93,7 +85,7 @@ class Rules:
             ) from None
 
     def region_multiplier(self, region: str) -> Decimal:
-        return self.regions.get(region_for(region), self.default_region_multiplier)
+        return self.regions.get(region_of(region), self.default_region_multiplier)
 
     def priced_models(self) -> set[str]:
         """Models with both token prices in this book: the ones a request can be billed for."""
@@ -171,7 +163,7 @@ def known_tiers(when: datetime | None = None) -> list[str]:
 
 
 def known_regions(when: datetime | None = None) -> list[str]:
-    """The regions with a multiplier of their own; any other prices at the default."""
+    """The countries with a multiplier of their own; any other prices at the default."""
     return sorted(rules_at(when).regions)
 
 
@@ -219,7 +211,7 @@ def price_book_copy(*, source: PriceBook, effective_from: datetime, name: str = 
 
 def spot_market(*, region: str, tier: str) -> tuple[str, str]:
     """The (region, tier) of the spot market a node's region and tier trade in."""
-    return region_for(region), tier.strip().lower()
+    return region_of(region), tier.strip().lower()
 
 
 def spot_price_read(*, region: str, tier: str, rules: Rules | None = None) -> tuple[int, int]:
@@ -307,7 +299,7 @@ def spot_price_set(*, region: str, tier: str, price: int, reason: str, actor: st
     """
     if type(price) is not int or price < 1:
         raise DomainError("a spot price is a positive integer", fields={"price": ["positive"]})
-    region, tier = region_for(region), tier.strip().lower()
+    region, tier = spot_market(region=region, tier=tier)
     with transaction.atomic():
         row = _spot_row_locked(region=region, tier=tier, actor=actor)
         if not row.min_per_s_minor <= price <= row.max_per_s_minor:
@@ -347,7 +339,7 @@ def spot_bounds_set(
             "bounds must be integers with 1 ≤ min ≤ max",
             fields={"min_price": ["1 ≤ min ≤ max"], "max_price": ["1 ≤ min ≤ max"]},
         )
-    region, tier = region_for(region), tier.strip().lower()
+    region, tier = spot_market(region=region, tier=tier)
     with transaction.atomic():
         row = _spot_row_locked(region=region, tier=tier, actor=actor)
         price = max(min_price, min(max_price, row.price_per_s_minor))

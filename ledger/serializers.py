@@ -5,6 +5,7 @@ from collections.abc import Callable
 
 from rest_framework import serializers
 
+from core.api.fields import REGION_HELP, RegionField
 from ledger.models_cashouts import Cashout, CashoutExport, CashoutStatus
 from ledger.quotes import format_minor, format_paise
 
@@ -87,7 +88,7 @@ class QuoteQuery(serializers.Serializer):
         "for", lambda: serializers.ChoiceField(choices=["job", "node"], default="job")
     )
     tier = serializers.CharField(max_length=32)
-    region = serializers.CharField(max_length=16, allow_blank=True, default="")
+    region = RegionField(allow_blank=True, default="", help_text=f"{REGION_HELP}; blank for none")
     job_kind = serializers.SlugField(max_length=32, default="default")
     ceiling_per_s_minor = serializers.IntegerField(min_value=1, max_value=10**9, required=False)
     timeout_s = serializers.IntegerField(min_value=1, max_value=30 * 86400, required=False)

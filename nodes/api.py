@@ -7,6 +7,7 @@ from django.conf import settings
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, status
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -140,8 +141,16 @@ class AgentHeartbeatApi(APIView):
     @extend_schema(request=HeartbeatIn, responses=HeartbeatOut, summary="Agent heartbeat")
     def post(self, request: Request) -> Response:
         body = validated(HeartbeatIn, request.data)
+        node = request.auth
+        # The region prices the node's work and picks its spot market: it is set at
+        # registration, and a heartbeat that names another is refused rather than ignored.
+        if "region" in body and body["region"] != node.region:
+            registered = node.region or "no region"
+            raise ValidationError(
+                {"region": [f"this node registered in {registered}; a heartbeat cannot move it"]}
+            )
         reply = node_heartbeat(
-            node=request.auth,
+            node=node,
             status=body["status"],
             load=body["load"],
             gpus=body["gpus"],

@@ -14,6 +14,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from core.regions import CODE_PATTERN, region_validator
+
 # A new node's reliability prior: Beta(1, 1), mean 0.5 and the weight of two outcomes, so a
 # handful of successes moves it and nobody starts out trusted (see docs/nodes.md).
 PRIOR_ALPHA = 1.0
@@ -41,7 +43,12 @@ class Node(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="nodes", db_index=False
     )
     name = models.CharField(max_length=100)
-    region = models.CharField(max_length=2, blank=True, help_text="ISO 3166-1 alpha-2, or blank")
+    region = models.CharField(
+        max_length=2,
+        blank=True,
+        validators=[region_validator],
+        help_text="ISO 3166-1 alpha-2 (core.regions), or blank",
+    )
     state = models.CharField(max_length=16, choices=NodeState.choices, default=NodeState.OFFLINE)
     state_changed_at = models.DateTimeField(default=timezone.now)
     # The version of the stream node:<id>: bumped in the same UPDATE as every change it records.
@@ -150,6 +157,10 @@ class Node(models.Model):
         constraints = [
             models.CheckConstraint(
                 condition=Q(rel_alpha__gt=0) & Q(rel_beta__gt=0), name="node_reliability_positive"
+            ),
+            # The shape of a region; the list of real ones is core.regions' (checked on the way in).
+            models.CheckConstraint(
+                condition=Q(region="") | Q(region__regex=CODE_PATTERN), name="node_region_code"
             ),
         ]
 

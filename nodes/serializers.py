@@ -9,6 +9,7 @@ import re
 from django.conf import settings
 from rest_framework import serializers
 
+from core.api.fields import REGION_HELP, RegionField
 from ledger.models import Event
 from ledger.pricing import NoRulesInForce, spot_price_get
 from ledger.quotes import cost_per_tflop_hour, node_price
@@ -82,7 +83,6 @@ class CapabilitiesIn(serializers.Serializer):
     agent_version = _text(32)
 
 
-_REGION = re.compile(r"^[A-Za-z]{2}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -93,12 +93,12 @@ def _no_control_characters(value: str) -> None:
 
 class NodeRegisterIn(serializers.Serializer):
     name = serializers.CharField(max_length=100, validators=[_no_control_characters])
-    region = serializers.CharField(
+    region = RegionField(
         required=False,
         allow_null=True,
         allow_blank=True,
         default="",
-        help_text="ISO 3166-1 alpha-2 country code (IN, US, GB, DE …); blank if unknown",
+        help_text=f"{REGION_HELP}; blank if unknown",
     )
     price_floor = serializers.IntegerField(
         required=False,
@@ -110,11 +110,7 @@ class NodeRegisterIn(serializers.Serializer):
     capabilities = CapabilitiesIn()
 
     def validate_region(self, value: str | None) -> str:
-        if not value:
-            return ""
-        if not _REGION.match(value):
-            raise serializers.ValidationError("Expected a two-letter country code, e.g. IN.")
-        return value.upper()
+        return value or ""
 
 
 class NodeUpdateIn(serializers.Serializer):
@@ -262,6 +258,11 @@ class HeartbeatIn(serializers.Serializer):
         default=list,
     )
     capabilities = CapabilitiesIn(required=False, allow_null=True, default=None)
+    region = RegionField(
+        required=False,
+        allow_blank=True,
+        help_text="optional: the node's region as registered; a heartbeat cannot move it",
+    )
 
 
 class HeartbeatOut(serializers.Serializer):

@@ -27,7 +27,14 @@ TIERS_2025 = {
     "cpu": "0.8",
 }
 TIERS_2024 = {k: v for k, v in TIERS_2025.items() if k != "rtx-5090"} | {"gtx-1080": "1.0"}
-REGIONS = {"in": "0.7", "us": "1.0", "uk": "1.0", "eu": "0.95"}
+# Keyed by country (ISO 3166-1 alpha-2): India 0.7, the US and the UK 1.0, the EU's members 0.95.
+# Books seeded before regions were countries had the zones in, us, uk and eu; 0018 re-keyed them
+# to these rows, which price every country as the zones did.
+EU_MEMBERS = (
+    "AT", "BE", "BG", "HR", "CY", "CZ", "DK", "EE", "FI", "FR", "DE", "GR", "HU", "IE",
+    "IT", "LV", "LT", "LU", "MT", "NL", "PL", "PT", "RO", "SK", "SI", "ES", "SE",
+)  # fmt: skip
+REGIONS = {"IN": "0.7", "US": "1.0", "GB": "1.0"} | dict.fromkeys(EU_MEMBERS, "0.95")
 
 BOOKS = [
     {

@@ -158,6 +158,22 @@ def test_it_registers_and_keeps_the_key_in_a_private_file(
     assert "registered node 9" in capsys.readouterr().out
 
 
+def test_it_says_which_field_the_hub_refused(
+    hub: HubStub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    refusal = "'XX' is not a country: give an ISO 3166-1 alpha-2 code such as IN, US or DE."
+    hub.routes["POST", "/api/v1/nodes/"] = (
+        400,
+        {"error": "invalid", "detail": "Invalid input.", "fields": {"region": [refusal]}},
+    )
+    path = tmp_path / "agent.json"
+    argv = ["--config", str(path), "register", "--hub", hub.url, "--token", "k"]
+
+    assert main([*argv, "--region", "xx"]) == 1
+    assert f"region: {refusal}" in capsys.readouterr().err
+    assert not path.exists()
+
+
 def test_it_refuses_to_register_twice_without_force(
     hub: HubStub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -54,7 +54,7 @@ def test_the_rate_on_a_node_takes_the_tier_and_region_multipliers():
     price_tokens({"tiny": (1000, 3000)})
     rules = rules_at()
     assert rules.priced_models() == {"tiny"}
-    # The seeded books: rtx-4090 × 3.0, region in × 0.7, cpu × 0.8, us × 1.0.
+    # The seeded books: rtx-4090 × 3.0, region IN × 0.7, cpu × 0.8, US × 1.0.
     assert rules.token_rates(model="tiny", tier="rtx-4090", region="IN") == (2100, 6300)
     assert rules.token_rates(model="tiny", tier="cpu", region="US") == (800, 2400)
     with pytest.raises(UnknownModelPrice):

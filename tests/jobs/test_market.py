@@ -20,7 +20,7 @@ def test_demand_above_supply_raises_the_price_one_step(submitter, bob):
     start = spot_price_get(region="IN", tier="rtx-4090")
     submitter.post("/api/v1/jobs/", job_body(slices=5), format="json")
     (moved,) = market_reprice()
-    assert (moved.region, moved.tier, moved.supply, moved.demand) == ("in", "rtx-4090", 1, 5)
+    assert (moved.region, moved.tier, moved.supply, moved.demand) == ("IN", "rtx-4090", 1, 5)
     assert moved.new == start * 110 // 100
     assert spot_price_get(region="IN", tier="rtx-4090") == moved.new
     event = Event.objects.filter(type="SpotPriceChanged").latest("id")
@@ -53,13 +53,13 @@ def test_the_market_stays_within_the_admins_bounds(submitter, bob):
     online_node(bob)
     start = spot_price_get(region="IN", tier="rtx-4090")
     spot_bounds_set(
-        region="in", tier="rtx-4090", min_price=start, max_price=start + 3, actor="test"
+        region="IN", tier="rtx-4090", min_price=start, max_price=start + 3, actor="test"
     )
     job = submitter.post("/api/v1/jobs/", job_body(slices=20, price_ceiling=200), format="json")
     assert job.status_code == 201, job.json()
     market_reprice()
     market_reprice(now=later(2))
-    assert SpotPrice.objects.get(region="in", tier="rtx-4090").price_per_s_minor == start + 3
+    assert SpotPrice.objects.get(region="IN", tier="rtx-4090").price_per_s_minor == start + 3
 
 
 def test_nothing_moves_without_nodes(submitter):

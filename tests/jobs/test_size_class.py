@@ -106,7 +106,7 @@ def _small(
         ram_mb=ram_mb,
         disk_mb=100_000,
         gpu_count=1 if gpu else 0,
-        price=NodePrice(per_s=1, spot_region="in", spot_tier="cpu", spot_seen=0),
+        price=NodePrice(per_s=1, spot_region="IN", spot_tier="cpu", spot_seen=0),
         trusted=trusted,
         fit=0.8,
     )

@@ -74,6 +74,26 @@ def test_bad_input_gets_a_field_level_400_and_writes_nothing(submitter, override
     assert Job.objects.count() == 0
 
 
+@pytest.mark.parametrize("region", ["xx", "XX", "zz"])
+def test_a_region_that_is_not_a_country_is_a_400(submitter, region):
+    response = submitter.post(
+        "/api/v1/jobs/", job_body(requirements={"region": region}), format="json"
+    )
+    assert response.status_code == 400, response.json()
+    assert "ISO 3166-1 alpha-2" in response.json()["fields"]["requirements.region"][0]
+    assert Job.objects.count() == 0
+
+
+def test_a_job_may_ask_for_any_country_capitalised(submitter):
+    # No node is in Fiji: the job waits for one, as it would for a tier nobody has online.
+    response = submitter.post(
+        "/api/v1/jobs/", job_body(requirements={"region": "fj"}), format="json"
+    )
+    assert response.status_code == 201, response.json()
+    job = Job.objects.get()
+    assert job.region == "FJ" and set(job.tasks.values_list("region", flat=True)) == {"FJ"}
+
+
 def test_an_oversize_submission_is_a_413(submitter, settings):
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 4096
     response = submitter.post("/api/v1/jobs/", job_body(script="x" * 10_000), format="json")

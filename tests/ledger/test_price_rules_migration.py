@@ -27,6 +27,14 @@ def _rules() -> set[tuple[int, str, str, Decimal]]:
     return set(PriceRule.objects.values_list("book_id", "kind", "key", "value"))
 
 
+def _zoned(rules: set[tuple[int, str, str, Decimal]]) -> set[tuple[int, str, str, Decimal]]:
+    zone = {"IN": "in", "US": "us", "GB": "uk"}
+    return {
+        (book, kind, zone.get(key, "eu") if kind == "region" else key, value)
+        for book, kind, key, value in rules
+    }
+
+
 def test_it_copies_every_rule_across_and_back():
     draft = price_book_copy(
         source=PriceBook.objects.order_by("-effective_from").first(),
@@ -42,7 +50,8 @@ def test_it_copies_every_rule_across_and_back():
         for kind, sql in OLD.items():
             cursor.execute(sql)
             old |= {(book, kind, key, Decimal(value)) for book, key, value in cursor.fetchall()}
-        assert old == before
+        # Region rows are keyed by zone again there (ledger 0018 going back), as that code read.
+        assert old == _zoned(before)
         # Going back past nodes 0007 too, the tier table gets the multipliers in force again.
         cursor.execute("SELECT multiplier FROM nodes_gputier WHERE slug = 'rtx-4090'")
         assert cursor.fetchone()[0] == in_force.tier_multiplier("rtx-4090")

@@ -4,6 +4,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
@@ -13,9 +14,9 @@ from ledger.models import Event, PriceBook, PriceRule, RuleKind, SpotPrice
 from ledger.pricing import (
     NoRulesInForce,
     PriceOutOfBounds,
+    UnknownRegion,
     UnknownTier,
     price_book_copy,
-    region_for,
     rules_at,
     rules_version,
     spot_bounds_set,
@@ -40,12 +41,14 @@ def test_it_seeds_the_design_figures(price_books):
     assert {tier: rules.tiers[tier] for tier in design} == {
         tier: Decimal(m) for tier, m in design.items()
     }
-    assert {r: rules.regions[r] for r in ("in", "us", "uk", "eu")} == {
-        "in": Decimal("0.7"),
-        "us": Decimal("1.0"),
-        "uk": Decimal("1.0"),
-        "eu": Decimal("0.95"),
+    assert {r: rules.regions[r] for r in ("IN", "US", "GB", "DE", "FR")} == {
+        "IN": Decimal("0.7"),
+        "US": Decimal("1.0"),
+        "GB": Decimal("1.0"),
+        "DE": Decimal("0.95"),  # each member of the EU
+        "FR": Decimal("0.95"),
     }
+    assert len(rules.regions) == 3 + 27
 
 
 def test_it_answers_with_the_book_in_force_at_a_moment():
@@ -63,33 +66,37 @@ def test_it_answers_with_the_book_in_force_at_a_moment():
 
 def test_it_prices_a_tier_and_region_from_base_times_multipliers():
     rules = rules_at()
-    assert rules.spot_initial(tier="rtx-4090", region="in") == 105  # 50 * 3.0 * 0.7
-    assert rules.spot_initial(tier="gtx-1080", region="uk") == 75  # 50 * 1.5 * 1.0
-    assert rules.spot_initial(tier="gtx-1660", region="eu") == 62  # 61.75, half up
-    assert rules.spot_initial(tier="cpu", region="IN") == 28  # a country code works too
-    assert rules.spot_initial(tier="cpu", region="jp") == 40  # the default multiplier, 1.0
+    assert rules.spot_initial(tier="rtx-4090", region="IN") == 105  # 50 * 3.0 * 0.7
+    assert rules.spot_initial(tier="gtx-1080", region="GB") == 75  # 50 * 1.5 * 1.0
+    assert rules.spot_initial(tier="gtx-1660", region="DE") == 62  # 61.75, half up
+    assert rules.spot_initial(tier="cpu", region="in") == 28  # lowercase is the same country
+    assert rules.spot_initial(tier="cpu", region="JP") == 40  # the default multiplier, 1.0
+    assert rules.spot_initial(tier="cpu", region="") == 40  # so is no region
     with pytest.raises(UnknownTier, match="quantum-9000"):
-        rules.spot_initial(tier="quantum-9000", region="in")
+        rules.spot_initial(tier="quantum-9000", region="IN")
 
 
-@pytest.mark.parametrize(
-    ("given", "region"),
-    [
-        ("IN", "in"),
-        ("in", "in"),
-        ("US", "us"),
-        ("GB", "uk"),
-        ("uk", "uk"),
-        ("DE", "eu"),
-        ("fr", "eu"),
-        ("EU", "eu"),
-        ("JP", "jp"),
-        ("", "other"),
-        ("  ", "other"),
-    ],
-)
-def test_it_maps_countries_to_regions(given, region):
-    assert region_for(given) == region
+@pytest.mark.parametrize("region", ["xx", "XX", "zz", "uk", "eu", "other"])
+def test_nothing_is_priced_for_a_region_that_is_not_a_country(region):
+    with pytest.raises(UnknownRegion, match="ISO 3166-1 alpha-2") as refused:
+        rules_at().spot_initial(tier="cpu", region=region)
+    assert refused.value.fields["region"]
+    with pytest.raises(UnknownRegion):
+        spot_price_get(region=region, tier="cpu")
+
+
+def test_the_multiplier_table_is_keyed_by_real_countries():
+    draft = _draft()
+    for fake in ("XX", "zz", "UK", "EU", ""):
+        with pytest.raises(ValidationError) as refused:
+            PriceRule(book=draft, kind=RuleKind.REGION, key=fake, value=1).full_clean()
+        assert "key" in refused.value.message_dict, fake
+    rule = PriceRule(book=draft, kind=RuleKind.REGION, key="fj", value=Decimal("0.8"))
+    rule.full_clean()
+    assert rule.key == "FJ"
+    # The database keeps the shape of the key, whatever writes it.
+    with pytest.raises(IntegrityError, match="pricerule_region_code"), transaction.atomic():
+        PriceRule.objects.create(book=draft, kind=RuleKind.REGION, key="fj", value=1)
 
 
 def test_a_book_in_force_is_frozen_in_the_models():
@@ -148,41 +155,43 @@ def test_a_new_version_takes_over_at_its_effective_from():
 
 
 def test_the_market_moves_a_spot_price_within_bounds_and_records_it():
-    assert spot_price_get(region="in", tier="rtx-4090") == 105  # no row yet: the rules' start
+    assert spot_price_get(region="IN", tier="rtx-4090") == 105  # no row yet: the rules' start
     with transaction.atomic():
-        row = spot_price_set(region="IN", tier="rtx-4090", price=120, reason="demand", actor="beat")
+        row = spot_price_set(region="in", tier="rtx-4090", price=120, reason="demand", actor="beat")
     assert (row.region, row.price_per_s_minor, row.min_per_s_minor, row.max_per_s_minor) == (
-        "in",
+        "IN",
         120,
         52,
         315,  # bounds 50% .. 300% of the starting 105
     )
-    events = list(Event.objects.filter(stream="spot:in:rtx-4090").order_by("version"))
+    events = list(Event.objects.filter(stream="spot:IN:rtx-4090").order_by("version"))
     assert [e.type for e in events] == ["SpotPriceChanged", "SpotPriceChanged"]
     assert events[1].payload["old_price_per_s_minor"] == 105
     assert events[1].payload["reason"] == "demand"
-    assert spot_price_get(region="in", tier="rtx-4090") == 120
+    assert spot_price_get(region="IN", tier="rtx-4090") == 120
 
     with transaction.atomic():
-        spot_price_set(region="in", tier="rtx-4090", price=120, reason="same", actor="beat")
-    assert Event.objects.filter(stream="spot:in:rtx-4090").count() == 2  # no change, no event
+        spot_price_set(region="IN", tier="rtx-4090", price=120, reason="same", actor="beat")
+    assert Event.objects.filter(stream="spot:IN:rtx-4090").count() == 2  # no change, no event
     with pytest.raises(PriceOutOfBounds, match="52-315"):
-        spot_price_set(region="in", tier="rtx-4090", price=316, reason="spike", actor="beat")
+        spot_price_set(region="IN", tier="rtx-4090", price=316, reason="spike", actor="beat")
     assert row.clamp(316) == 315 and row.clamp(1) == 52
     assert verify_ledger().ok
 
 
 def test_admin_bounds_clamp_the_price_and_are_events():
     with transaction.atomic():
-        spot_price_set(region="uk", tier="gtx-1080", price=100, reason="demand", actor="beat")
+        spot_price_set(region="GB", tier="gtx-1080", price=100, reason="demand", actor="beat")
     with transaction.atomic():
         row = spot_bounds_set(
-            region="uk", tier="gtx-1080", min_price=60, max_price=90, actor="user:dave"
+            region="GB", tier="gtx-1080", min_price=60, max_price=90, actor="user:dave"
         )
     assert (row.price_per_s_minor, row.min_per_s_minor, row.max_per_s_minor) == (90, 60, 90)
-    assert Event.objects.filter(stream="spot:uk:gtx-1080", type="SpotBoundsChanged").count() == 1
+    assert Event.objects.filter(stream="spot:GB:gtx-1080", type="SpotBoundsChanged").count() == 1
     with pytest.raises(DomainError):
-        spot_bounds_set(region="uk", tier="gtx-1080", min_price=10, max_price=5, actor="x")
+        spot_bounds_set(region="GB", tier="gtx-1080", min_price=10, max_price=5, actor="x")
+    with pytest.raises(UnknownRegion):
+        spot_bounds_set(region="uk", tier="gtx-1080", min_price=60, max_price=90, actor="x")
     with pytest.raises(IntegrityError), transaction.atomic():
         SpotPrice.objects.filter(pk=row.pk).update(price_per_s_minor=91)
     report = verify_ledger()
@@ -191,10 +200,10 @@ def test_admin_bounds_clamp_the_price_and_are_events():
 
 def test_verify_notices_a_spot_price_changed_behind_the_log():
     with transaction.atomic():
-        spot_price_set(region="us", tier="cpu", price=45, reason="demand", actor="beat")
-    SpotPrice.objects.filter(region="us", tier="cpu").update(price_per_s_minor=50)
+        spot_price_set(region="US", tier="cpu", price=45, reason="demand", actor="beat")
+    SpotPrice.objects.filter(region="US", tier="cpu").update(price_per_s_minor=50)
     report = verify_ledger()
-    assert any("spot price us/cpu" in p for p in report.problems), report.problems
+    assert any("spot price US/cpu" in p for p in report.problems), report.problems
 
 
 def test_the_admin_shows_books_in_force_read_only_and_copies_them(client, dave):
@@ -212,6 +221,14 @@ def test_the_admin_shows_books_in_force_read_only_and_copies_them(client, dave):
     assert copied == {(r.kind, r.key, r.value) for r in book.rules.all()}
     editable = client.get(f"/admin/ledger/pricebook/{draft.pk}/change/")
     assert b'name="platform_fee_bps"' in editable.content
+
+
+def _draft() -> PriceBook:
+    """A copy of the book in force, taking effect in a week: editable until then."""
+    return price_book_copy(
+        source=PriceBook.objects.order_by("-effective_from").first(),
+        effective_from=timezone.now() + timedelta(days=7),
+    )
 
 
 def _draft_form(draft: PriceBook, **values: str) -> dict[str, object]:
@@ -246,10 +263,7 @@ def _draft_form(draft: PriceBook, **values: str) -> dict[str, object]:
 
 def test_the_admin_edits_a_drafts_rules_within_their_bounds(client, dave):
     client.force_login(dave)
-    draft = price_book_copy(
-        source=PriceBook.objects.order_by("-effective_from").first(),
-        effective_from=timezone.now() + timedelta(days=7),
-    )
+    draft = _draft()
     url = f"/admin/ledger/pricebook/{draft.pk}/change/"
     for bad, message in (
         ({"tier:rtx-4090": "150"}, b"A multiplier is between"),
@@ -260,6 +274,24 @@ def test_the_admin_edits_a_drafts_rules_within_their_bounds(client, dave):
     response = client.post(url, _draft_form(draft, **{"tier:rtx-4090": "4.5"}))
     assert response.status_code == 302
     assert rules_version(draft.pk).tier_multiplier("rtx-4090") == Decimal("4.5")
+
+
+def test_the_admin_adds_a_region_multiplier_only_for_a_real_country(client, dave):
+    client.force_login(dave)
+    draft = _draft()
+    url = f"/admin/ledger/pricebook/{draft.pk}/change/"
+
+    def with_region(key: str) -> dict[str, object]:
+        form = _draft_form(draft)
+        i = form["rules-TOTAL_FORMS"]
+        form |= {"rules-TOTAL_FORMS": i + 1, f"rules-{i}-book": draft.pk}
+        return form | {f"rules-{i}-kind": "region", f"rules-{i}-key": key, f"rules-{i}-value": 0.8}
+
+    for fake in ("xx", "XX", "zz"):
+        page = client.post(url, with_region(fake))
+        assert page.status_code == 200 and b"ISO 3166-1 alpha-2" in page.content, fake
+    assert client.post(url, with_region("jp")).status_code == 302
+    assert rules_version(draft.pk).region_multiplier("JP") == Decimal("0.8")
 
 
 def test_the_admin_sets_spot_bounds_through_the_service(client, dave):
@@ -274,7 +306,18 @@ def test_the_admin_sets_spot_bounds_through_the_service(client, dave):
         },
     )
     assert response.status_code == 302, response.content[:2000]
-    row = SpotPrice.objects.get(region="in", tier="rtx-4090")
+    row = SpotPrice.objects.get(region="IN", tier="rtx-4090")
     assert (row.price_per_s_minor, row.min_per_s_minor, row.max_per_s_minor) == (100, 90, 100)
-    assert Event.objects.filter(stream="spot:in:rtx-4090", actor=f"user:{dave.pk}").exists()
+    assert Event.objects.filter(stream="spot:IN:rtx-4090", actor=f"user:{dave.pk}").exists()
     assert verify_ledger().ok
+
+
+@pytest.mark.parametrize("region", ["xx", "XX", "zz", "uk"])
+def test_the_admin_refuses_spot_bounds_for_a_region_that_is_not_a_country(client, dave, region):
+    client.force_login(dave)
+    response = client.post(
+        "/admin/ledger/spotprice/add/",
+        {"region": region, "tier": "cpu", "min_per_s_minor": 10, "max_per_s_minor": 20},
+    )
+    assert response.status_code == 200 and b"ISO 3166-1 alpha-2" in response.content
+    assert not SpotPrice.objects.exists()

@@ -128,3 +128,24 @@ def test_the_quote_endpoint_says_what_is_wrong(api, alice, client):
     )
     assert unknown.status_code == 400 and unknown.json()["error"] == "unknown_tier"
     assert client.get("/api/v1/quote", {"tier": "cpu"}).status_code in (401, 403)
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("price_books")
+@pytest.mark.parametrize("region", ["xx", "XX", "zz"])
+def test_the_quote_endpoint_refuses_a_region_that_is_not_a_country(api, bob, region):
+    response = api(bob, "operator").get(
+        "/api/v1/quote", {"for": "node", "tier": "cpu", "region": region}
+    )
+    assert response.status_code == 400, response.json()
+    assert "ISO 3166-1 alpha-2" in response.json()["fields"]["region"][0]
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("price_books")
+def test_the_quote_endpoint_capitalises_a_real_country(api, bob):
+    response = api(bob, "operator").get(
+        "/api/v1/quote", {"for": "node", "tier": "rtx-4090", "region": "in"}
+    )
+    assert response.status_code == 200, response.json()
+    assert (response.json()["region"], response.json()["spot_per_s_minor"]) == ("IN", 105)

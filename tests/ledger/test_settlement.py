@@ -75,7 +75,7 @@ def test_settling_pays_the_operator_80_and_the_platform_20_percent(alice, bob):
         price=105,
         runtime_ms=HOUR_MS // 2,
         tier="rtx-4090",
-        region="in",
+        region="IN",
         node_id=3,
     )
     # 105/s for 1800 s = 189000; fee floor(189000 * 0.2) = 37800; operator 151200.
@@ -91,7 +91,7 @@ def test_settling_pays_the_operator_80_and_the_platform_20_percent(alice, bob):
     )
     assert (p["tier"], p["region"], p["node_id"], p["book_version"]) == (
         "rtx-4090",
-        "in",
+        "IN",
         3,
         PriceBook.objects.order_by("-effective_from").first().pk,
     )

@@ -1,4 +1,5 @@
 import pytest
+from django.db import IntegrityError, transaction
 
 from nodes.capabilities import normalise, parse_compute_capability
 from nodes.models import Node
@@ -134,3 +135,19 @@ def test_it_stores_the_region_as_an_upper_case_country_code_or_blank(api, bob, r
     response = _register(api(bob, "operator"), region=region)
     assert response.status_code == 201, response.content
     assert Node.objects.get().region == stored
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("region", ["xx", "XX", "zz", "UK", "EU", "IND", 7])
+def test_it_refuses_a_region_that_is_not_a_country(api, bob, region):
+    response = _register(api(bob, "operator"), region=region)
+    assert response.status_code == 400, response.content
+    assert "ISO 3166-1 alpha-2" in response.json()["fields"]["region"][0]
+    assert not Node.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_database_refuses_a_region_of_another_shape(bobs_node):
+    node, _ = bobs_node
+    with pytest.raises(IntegrityError, match="node_region_code"), transaction.atomic():
+        Node.objects.filter(pk=node.pk).update(region="in")

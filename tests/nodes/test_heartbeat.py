@@ -337,3 +337,25 @@ def test_it_stores_timezone_aware_times(bobs_node):
     beat(client_with_key(key))
     node.refresh_from_db()
     assert timezone.is_aware(node.last_heartbeat_at) and timezone.is_aware(node.offline_after)
+
+
+@pytest.mark.parametrize("region", ["xx", "XX", "zz"])
+def test_a_region_that_is_not_a_country_is_a_400(bobs_node, region):
+    node, key = bobs_node
+    response = beat(client_with_key(key), region=region)
+    assert response.status_code == 400, response.content
+    assert "ISO 3166-1 alpha-2" in response.json()["fields"]["region"][0]
+    node.refresh_from_db()
+    assert (node.state, node.region) == (NodeState.OFFLINE, "IN")
+
+
+def test_a_heartbeat_may_name_the_nodes_region_but_not_move_it(bobs_node):
+    node, key = bobs_node
+    assert beat(client_with_key(key), region="in").status_code == 200
+    moved = beat(client_with_key(key), region="DE")
+    assert moved.status_code == 400
+    assert moved.json()["fields"]["region"] == [
+        "this node registered in IN; a heartbeat cannot move it"
+    ]
+    node.refresh_from_db()
+    assert node.region == "IN"
