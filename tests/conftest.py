@@ -130,7 +130,7 @@ def api():
 # Data migrations' seeds: a transactional test's flush empties every table, seeds included.
 _SEEDS = (
     "nodes.migrations.0002_seed_gpu_tiers",
-    "nodes.migrations.0011_tier_benchmark_ranges",
+    "nodes.migrations.0012_tier_benchmark_ranges",
     "ledger.migrations.0004_seed_price_books",
 )
 

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('nodes', '0009_outcome_record_function'),
+        ('nodes', '0010_node_region_code'),
     ]
 
     operations = [

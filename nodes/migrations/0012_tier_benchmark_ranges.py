@@ -62,7 +62,7 @@ def unseed(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("nodes", "0010_benchmarks")]
+    dependencies = [("nodes", "0011_benchmarks")]
     operations = [
         migrations.RunPython(seed, unseed),
         migrations.RunPython(claimed_from_tier, migrations.RunPython.noop),
