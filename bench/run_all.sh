@@ -16,6 +16,7 @@ if [[ "${1:-}" == "--quick" ]]; then
   LED=(--samples 100 --events 100000 --cashouts 10000)
   FLR=(--nodes 10000 --rounds 1)
   REL=(--requests 10 --streams 50 --stream-tokens 20 --ramp 2)
+  HW=(--runs 3)
 else
   HOT=(--profile --breakdown)
   THR=(--profile)
@@ -25,6 +26,7 @@ else
   LED=(--profile)
   FLR=()
   REL=()
+  HW=()
 fi
 run() {
   local name=$1
@@ -40,3 +42,4 @@ run fleet "${FLE[@]}"
 run reaper_floor "${FLR[@]}"
 run ledger_bench "${LED[@]}"
 run relay "${REL[@]}"
+run hardware "${HW[@]}"

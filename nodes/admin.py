@@ -3,13 +3,15 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from ledger.admin import ReadOnlyAdmin
-from nodes.models import AgentKey, DriverBlock, GpuTier, Node, Ownership
+from nodes.models import AgentKey, DriverBlock, GpuTier, Node, NodeBenchmark, Ownership
 from nodes.services import (
     Rule,
+    benchmark_issue,
     driver_blocks_enforce,
     node_quarantine,
     node_quarantine_lift,
     node_retire,
+    node_tier_confirm,
 )
 
 
@@ -28,8 +30,10 @@ class NodeAdmin(admin.ModelAdmin):
         "operator",
         "state",
         "tier",
+        "claimed_tier",
         "region",
         "gpu_name",
+        "benchmarked_at",
         "reliability",
         "last_heartbeat_at",
         "quarantine_rule",
@@ -38,7 +42,14 @@ class NodeAdmin(admin.ModelAdmin):
     search_fields = ("name", "operator__username", "gpu_name", "agent_key_prefix")
     list_select_related = ("operator",)
     show_full_result_count = False
-    actions = ["lift_quarantine", "quarantine", "retire"]
+    actions = [
+        "lift_quarantine",
+        "quarantine",
+        "retire",
+        "benchmark_now",
+        "confirm_claimed_tier",
+        "withdraw_confirmed_tier",
+    ]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Node | None = None) -> list[str]:
         return [field.name for field in Node._meta.fields]
@@ -66,6 +77,37 @@ class NodeAdmin(admin.ModelAdmin):
             for node in queryset
         )
         messages.success(request, f"Quarantined {done} node(s).")
+
+    @admin.action(description="Benchmark the selected nodes now")
+    def benchmark_now(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
+        for node in queryset:
+            benchmark_issue(node=node, reason="admin", actor=_actor(request))
+        messages.success(request, f"Issued a benchmark to {queryset.count()} node(s).")
+
+    @admin.action(
+        description="Confirm the claimed tier of the selected nodes (GPUs the benchmark "
+        "cannot measure: AMD, Apple)"
+    )
+    def confirm_claimed_tier(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
+        for node in queryset:
+            node_tier_confirm(
+                node=node,
+                tier=node.claimed_tier,
+                actor=_actor(request),
+                reason=f"confirmed in the admin by {request.user.get_username()}",
+            )
+        messages.success(request, f"Confirmed the claimed tier of {queryset.count()} node(s).")
+
+    @admin.action(description="Withdraw the confirmed tier of the selected nodes")
+    def withdraw_confirmed_tier(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
+        for node in queryset.exclude(confirmed_tier=""):
+            node_tier_confirm(
+                node=node,
+                tier="",
+                actor=_actor(request),
+                reason=f"withdrawn in the admin by {request.user.get_username()}",
+            )
+        messages.success(request, "Withdrawn.")
 
     @admin.action(description="Retire the selected nodes (revokes their agent keys)")
     def retire(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
@@ -116,11 +158,25 @@ class GpuTierAdmin(admin.ModelAdmin):
         "pattern",
         "mobile",
         "min_vram_mb",
+        "min_fp32_tflops",
+        "max_fp32_tflops",
         "rank",
     )
     list_editable = ("rank",)
     list_filter = ("kind", "mobile")
     search_fields = ("slug", "label", "pattern")
+
+
+@admin.register(NodeBenchmark)
+class NodeBenchmarkAdmin(ReadOnlyAdmin):
+    """Read-only: benchmarks are issued by the hub and reported by agents."""
+
+    list_display = ("id", "node", "reason", "state", "tier", "issued_at", "finished_at")
+    list_filter = ("state", "reason")
+    search_fields = ("node__name",)
+    list_select_related = ("node",)
+    readonly_fields = [field.name for field in NodeBenchmark._meta.fields]
+    show_full_result_count = False
 
 
 @admin.register(DriverBlock)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.engine.llama import sandboxed
+from agent.sandbox.own_code import sandboxed
 
 PROBE = """
 import os, socket, sys

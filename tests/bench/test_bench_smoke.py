@@ -95,6 +95,11 @@ RUNS = [
         ],
         ["added TTFT: p50", "10 open at once; 10 finished, 0 failed"],
     ),
+    (
+        "hardware",
+        ["--runs", "2", "--matmul-n", "128", "--stream-mb", "8", "--cpu-ms", "100"],
+        ["cpu GFLOPS", "benchmark duration (sandbox start to report)", "the hub's check"],
+    ),
 ]
 
 

@@ -17,6 +17,7 @@ from agent.sandbox import available_sandboxes
 from jobs.models import Job
 from ledger.funding import credits_grant
 from ledger.models import Event, EventSeal
+from nodes.models import Node
 from people.services import api_key_create, user_create
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -120,6 +121,11 @@ def test_a_job_with_slices_runs_through_a_real_agent(live_stack, tmp_path: Path)
             outputs[artifact["name"]] = body
     assert outputs == {f"upper-{i}.txt": words.upper() for i in range(3)}
     assert Event.objects.filter(type="AttemptSettled").count() == 3
+    # Before its first claim the agent benchmarked the machine, in its sandbox, for the hub.
+    node = Node.objects.get(name="e2e-rig")
+    assert node.benchmarks.get().state == "passed"
+    assert (node.tier, node.measured["gpus"]) == ("cpu", [])
+    assert node.measured["cpu_gflops"] > 0
 
     live_stack.kill("agent", signal.SIGTERM)
     # The real beat schedule, in the real worker, seals what was written.

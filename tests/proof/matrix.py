@@ -42,6 +42,7 @@ OWNERS = {
     "model_file": "bob's node (agent key), which can hold the model",
     "relay": "alice (submitter key): let through; no node serves in this world, so 429",
     "relay_push": "bob's node (agent key), holding the request in the relay",
+    "benchmark": "bob's node (agent key), reporting the benchmark it took",
 }
 
 # endpoint -> (owner, the cells in ACTORS order). 401: not authenticated; 403: the credential's
@@ -64,6 +65,9 @@ MATRIX: dict[str, tuple[str, str]] = {
     # the agent's side: a node acts only as itself
     "GET /api/v1/agent/me": ("agent", "401 ok 403 403 ok 403 403"),
     "POST /api/v1/agent/heartbeat": ("agent", "401 ok 403 403 ok 403 403"),
+    "GET /api/v1/agent/benchmark": ("agent", "401 ok 403 403 ok 403 403"),
+    # Another node's agent reporting it is refused as a benchmark it does not have (409).
+    "POST /api/v1/agent/benchmark/{benchmark_id}": ("benchmark", "401 ok 403 403 409 403 403"),
     "POST /api/v1/agent/claim": ("agent", "401 ok 403 403 ok 403 403"),
     "POST /api/v1/agent/attempts/{attempt_id}/progress": ("agent", "401 ok 403 403 409 403 403"),
     "POST /api/v1/agent/attempts/{attempt_id}/log": ("agent", "401 ok 403 403 409 403 403"),

@@ -22,7 +22,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from tests.jobs.conftest import job_body
-from tests.nodes.conftest import capabilities
+from tests.nodes.conftest import capabilities, honest_report
 from tests.proof import matrix
 from tests.proof.conftest import UPI, World, min_cashout_minor, signed
 
@@ -97,6 +97,17 @@ def _webhook(w: World, principal: str, owner: bool) -> Call:
     ).encode()
     headers = {"HTTP_X_PAYMENT_SIGNATURE": signed(body)} if owner else {}
     return Call("post", "/api/v1/credits/webhook", body, "raw", headers)
+
+
+def _benchmark_report(w: World) -> Call:
+    """A benchmark issued to bob's node and taken by it, with the report its agent would make."""
+    from nodes.services import benchmark_issue, benchmark_take
+
+    benchmark = benchmark_issue(node=w.node, reason="admin", actor="matrix")
+    w.node.refresh_from_db()
+    benchmark_take(node=w.node)
+    report = honest_report(benchmark.spec, [])
+    return Call("post", f"/api/v1/agent/benchmark/{benchmark.pk}", {"report": report})
 
 
 def _artifact(w: World) -> Call:
@@ -175,6 +186,8 @@ REQUESTS: dict[str, Builder] = {
         "post", "/api/v1/agent/heartbeat", {"status": "available"}
     ),
     "POST /api/v1/agent/claim": lambda w, p, o: Call("post", "/api/v1/agent/claim", {"wait": 0}),
+    "GET /api/v1/agent/benchmark": lambda w, p, o: Call("get", "/api/v1/agent/benchmark"),
+    "POST /api/v1/agent/benchmark/{benchmark_id}": lambda w, p, o: _benchmark_report(w),
     # Another node's agent presents the right token too: a stolen token is worth nothing.
     "POST /api/v1/agent/attempts/{attempt_id}/progress": lambda w, p, o: Call(
         "post", A.format(w.attempt_id) + "progress", _lease(w, progress=10)
