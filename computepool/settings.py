@@ -13,7 +13,15 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from computepool import embedded_db
-from computepool.env import env_bool, env_choice, env_int, env_list, env_str
+from computepool.env import (
+    env_bool,
+    env_choice,
+    env_ed25519,
+    env_ed25519_list,
+    env_int,
+    env_list,
+    env_str,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("COMPUTEPOOL_VAR_DIR", str(BASE_DIR / "var")))
@@ -280,20 +288,7 @@ NODE_THERMAL_WINDOW_H = env_int("NODE_THERMAL_WINDOW_H", 24, minimum=1)
 # The hub's Ed25519 signing key (base64 of the raw 32-byte private key). Unset: a key is created
 # on first use in VAR_DIR/hub_signing_key (mode 0600) and kept there. Every hub process behind a
 # load balancer must share one key, so production sets this variable.
-HUB_SIGNING_KEY = env_str("HUB_SIGNING_KEY", None)
-if HUB_SIGNING_KEY is not None:
-    import base64
-    import binascii
-
-    try:
-        _signing_key_bytes = base64.b64decode(HUB_SIGNING_KEY, validate=True)
-    except (binascii.Error, ValueError):
-        raise ImproperlyConfigured("HUB_SIGNING_KEY is not valid base64") from None
-    if len(_signing_key_bytes) != 32:
-        raise ImproperlyConfigured(
-            f"HUB_SIGNING_KEY must be 32 bytes (base64 of a raw Ed25519 private key), "
-            f"got {len(_signing_key_bytes)}"
-        )
+HUB_SIGNING_KEY = env_ed25519("HUB_SIGNING_KEY")
 
 # --- Jobs ------------------------------------------------------------------------------------
 
