@@ -6,8 +6,9 @@ from ledger.verify import print_progress, verify_ledger
 
 class Command(BaseCommand):
     help = (
-        "Recompute the hash chain, replay every event into fresh projections, diff them "
-        "against the live tables and check the books. Exits non-zero naming each difference."
+        "Recompute the hash chain and check each seal batch's signature, check every payload "
+        "against its postings, replay every event into fresh projections, diff them against "
+        "the live tables and check the books. Exits non-zero naming each difference."
     )
 
     def add_arguments(self, parser):
@@ -15,6 +16,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         report = verify_ledger(check_chain=not options["no_chain"], progress=print_progress)
+        for note in report.notes:
+            self.stderr.write(f"NOTE {note}")
         if not report.ok:
             for problem in report.problems:
                 self.stderr.write(f"DIFFERS {problem}")
@@ -24,7 +27,7 @@ class Command(BaseCommand):
             )
         self.stdout.write(
             self.style.SUCCESS(
-                f"ledger OK: {report.events} events replayed, projections match, books balance, "
-                f"chain head {chain_head()[:16]}"
+                f"ledger OK: {report.events} events replayed, payloads agree with their "
+                f"postings, projections match, books balance, chain head {chain_head()[:16]}"
             )
         )
