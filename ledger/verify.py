@@ -1,10 +1,12 @@
 """verify_ledger: the chain and its signatures, every payload, the books and every registered
-projection, against the log."""
+projection, against the log; optionally against exports' signed heads."""
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
+from ledger.against import against_check
 from ledger.chain import ChainCheck
 from ledger.payload_checks import PayloadCheck
 from ledger.projections import logged_events, projections
@@ -26,10 +28,12 @@ def verify_ledger(
     *,
     check_chain: bool = True,
     progress: Callable[[int], None] | None = None,
+    against: Iterable[tuple[str, Any]] = (),
 ) -> VerifyReport:
     """One pass over the log in id order, as plain values: each event is folded into the chain
     check (with its seal), the payload check and every projection; then the chain's problems,
-    the payloads', and each projection's diff against the live tables."""
+    the payloads', each projection's diff against the live tables, and each export head in
+    `against` ((name, parsed head file) pairs) checked against the log."""
     report = VerifyReport()
     chain = ChainCheck() if check_chain else None
     payloads = PayloadCheck()
@@ -51,6 +55,8 @@ def verify_ledger(
     report.problems.extend(payloads.problems)
     for projection in active:
         report.problems.extend(projection.diff())
+    for name, data in against:
+        report.problems.extend(against_check(data, name))
     return report
 
 
