@@ -4,6 +4,8 @@ A typo in a deployment's environment must stop start-up with a message, not fall
 default that silently does something else.
 """
 
+import base64
+import binascii
 import os
 
 from django.core.exceptions import ImproperlyConfigured
@@ -64,3 +66,31 @@ def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     if value in choices:
         return value
     raise ImproperlyConfigured(f"{name}={value!r} must be one of {', '.join(choices)}")
+
+
+def _ed25519_bytes(name: str, value: str) -> bytes:
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise ImproperlyConfigured(f"{name} is not valid base64") from None
+    if len(raw) != 32:
+        raise ImproperlyConfigured(
+            f"{name} must be 32 bytes (base64 of a raw Ed25519 key), got {len(raw)}"
+        )
+    return raw
+
+
+def env_ed25519(name: str) -> str | None:
+    """An Ed25519 key as base64 of its raw 32 bytes (unset: None)."""
+    value = env_str(name, None)
+    if value is not None:
+        _ed25519_bytes(name, value)
+    return value
+
+
+def env_ed25519_list(name: str) -> list[str]:
+    """Comma-separated Ed25519 keys, each base64 of its raw 32 bytes."""
+    values = env_list(name, [])
+    for value in values:
+        _ed25519_bytes(name, value)
+    return values

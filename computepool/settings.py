@@ -13,7 +13,15 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from computepool import embedded_db
-from computepool.env import env_bool, env_choice, env_int, env_list, env_str
+from computepool.env import (
+    env_bool,
+    env_choice,
+    env_ed25519,
+    env_ed25519_list,
+    env_int,
+    env_list,
+    env_str,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("COMPUTEPOOL_VAR_DIR", str(BASE_DIR / "var")))
@@ -238,6 +246,17 @@ INFERENCE_STREAM_MAXLEN = env_int("INFERENCE_STREAM_MAXLEN", 2000, minimum=100)
 # How many events one sealing pass chains at most; the beat task runs again soon after.
 LEDGER_SEAL_BATCH = env_int("LEDGER_SEAL_BATCH", 5000, minimum=1)
 LEDGER_SEAL_INTERVAL_S = env_int("LEDGER_SEAL_INTERVAL_S", 10, minimum=1)
+# The Ed25519 key each seal batch is signed with (base64 of the raw 32-byte private key), kept
+# out of the database so that its owner cannot recompute the chain unnoticed. Unset: a key is
+# created on first use in VAR_DIR/ledger_signing_key (mode 0600); every process that seals
+# (the workers) must share one key, so production sets this variable.
+LEDGER_SIGNING_KEY = env_ed25519("LEDGER_SIGNING_KEY")
+# Public keys (base64, comma-separated) of retired ledger signing keys: batches they signed
+# still verify after a rotation. The current key's public key is always trusted.
+LEDGER_VERIFY_KEYS = env_ed25519_list("LEDGER_VERIFY_KEYS")
+# The first seal that must carry a signature. 1 (every seal) on a log sealed only since
+# signing began; a log sealed before sets it to the first seal signed after the upgrade.
+LEDGER_SIGNED_FROM_SEQ = env_int("LEDGER_SIGNED_FROM_SEQ", 1, minimum=1)
 
 # --- Logging ---------------------------------------------------------------------------------
 
@@ -293,20 +312,7 @@ NODE_BENCHMARK_GPU_ITERATIONS = env_int(
 # The hub's Ed25519 signing key (base64 of the raw 32-byte private key). Unset: a key is created
 # on first use in VAR_DIR/hub_signing_key (mode 0600) and kept there. Every hub process behind a
 # load balancer must share one key, so production sets this variable.
-HUB_SIGNING_KEY = env_str("HUB_SIGNING_KEY", None)
-if HUB_SIGNING_KEY is not None:
-    import base64
-    import binascii
-
-    try:
-        _signing_key_bytes = base64.b64decode(HUB_SIGNING_KEY, validate=True)
-    except (binascii.Error, ValueError):
-        raise ImproperlyConfigured("HUB_SIGNING_KEY is not valid base64") from None
-    if len(_signing_key_bytes) != 32:
-        raise ImproperlyConfigured(
-            f"HUB_SIGNING_KEY must be 32 bytes (base64 of a raw Ed25519 private key), "
-            f"got {len(_signing_key_bytes)}"
-        )
+HUB_SIGNING_KEY = env_ed25519("HUB_SIGNING_KEY")
 
 # --- Jobs ------------------------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from ledger.serializers import (
     CashoutListQuery,
     CashoutOut,
     EntryOut,
+    ExportDetailOut,
     ExportIn,
     ExportOut,
     GrantIn,
@@ -338,7 +339,9 @@ class ExportListCreateApi(generics.ListAPIView):
     serializer_class = ExportOut
     queryset = CashoutExport.objects.all()
 
-    @extend_schema(request=ExportIn, responses={201: ExportOut}, summary="Export cashouts (CSV)")
+    @extend_schema(
+        request=ExportIn, responses={201: ExportDetailOut}, summary="Export cashouts (CSV)"
+    )
     def post(self, request: Request) -> Response:
         data = ExportIn(data=request.data)
         data.is_valid(raise_exception=True)
@@ -347,12 +350,12 @@ class ExportListCreateApi(generics.ListAPIView):
             period_to=data.validated_data["to"],
             actor=_actor(request),
         )
-        return Response(ExportOut(export).data, status=status.HTTP_201_CREATED)
+        return Response(ExportDetailOut(export).data, status=status.HTTP_201_CREATED)
 
 
 class ExportDetailApi(generics.RetrieveAPIView):
     permission_classes = [IsFinance]
-    serializer_class = ExportOut
+    serializer_class = ExportDetailOut
     queryset = CashoutExport.objects.all()
     lookup_url_kwarg = "export_id"
 

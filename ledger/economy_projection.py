@@ -9,12 +9,13 @@ from django.db.models import Q, Sum
 
 from core.errors import DomainError
 from ledger import quotes
-from ledger.accounts import FUNDING, PAYOUTS, REVENUE, cashout_code
+from ledger.accounts import FUNDING, PAYOUTS, REVENUE, cashout_code, earnings_code
 from ledger.cashouts import payout_details_hash
 from ledger.exports import export_sha256
 from ledger.models import Account, AccountKind, Event, Posting
 from ledger.models_cashouts import Cashout, CashoutExport, CashoutExportLine, CashoutStatus
 from ledger.models_pricing import SpotPrice
+from ledger.payload_checks import moves_differ
 from ledger.pricing import Rules, rules_version
 from ledger.settlement import settlement_check, settlement_recompute
 
@@ -24,6 +25,18 @@ _TRANSITIONS = {
     "CashoutRejected": ({"requested", "approved"}, "rejected"),
     "CashoutPaid": ({"approved"}, "paid"),
 }
+
+
+def _cashout_moves(event_type: str, state: dict[str, Any]) -> dict[str, int]:
+    """What a cashout's decision moves: its payload states no amount, the request did."""
+    operator, amount, fee = state["operator_id"], state["amount_minor"], state["fee_minor"]
+    if event_type == "CashoutRejected":
+        return {cashout_code(operator): -amount, earnings_code(operator): amount}
+    if event_type == "CashoutPaid":
+        return {cashout_code(operator): -amount, PAYOUTS: amount - fee, REVENUE: fee}
+    return {}
+
+
 _CASHOUT_FIELDS = ("operator_id", "status", "amount_minor", "fee_minor", "inr_paise", "version")
 
 
@@ -118,6 +131,9 @@ class EconomyProjection:
             self.problems.append(
                 f"economy: cashout {p['cashout_id']} went {state['status']} → {to} (not allowed)"
             )
+        for phrase in moves_differ(p, _cashout_moves(event.type, state)):
+            self.problems.append(f"economy: {event.type} {event.pk} of cashout {p['cashout_id']}: "
+                                 f"{phrase}")  # fmt: skip
         state["status"] = to
         state["version"] = event.version
         if to == "paid":
@@ -215,8 +231,10 @@ class EconomyProjection:
                 "total_inr_paise",
                 "sha256",
                 "chain_head",
+                "chain_seq",
             ):
-                if getattr(row, name) != logged[name]:
+                # .get: exports made before chain_seq carry none, as their rows do.
+                if getattr(row, name) != logged.get(name):
                     problems.append(f"economy: export {export_id} {name} differs from its event")
             if export_sha256(row) != logged["sha256"]:
                 problems.append(f"economy: export {export_id}'s lines no longer hash to its sha256")

@@ -1,5 +1,17 @@
-"""The ledger's own event types."""
+"""The ledger's own event types, each with the check of what its payload states against what
+its postings move (ledger.payload_checks)."""
 
+from typing import Any
+
+from ledger.accounts import (
+    FUNDING,
+    REVENUE,
+    available_code,
+    cashout_code,
+    earnings_code,
+    job_held_code,
+)
+from ledger.payload_checks import moves_differ, sum_differs
 from ledger.registry import (
     NON_NEGATIVE_INT,
     NULLABLE_INT,
@@ -36,6 +48,12 @@ _BOOL = {"type": "boolean"}
 _SHA256 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
 _DATETIME = {"type": "string", "format": "date-time"}
 
+
+def _moved(p: dict[str, Any], source: str, destination: str) -> list[str]:
+    """The payload's amount_minor moved from `source` to `destination`, and nothing else."""
+    return moves_differ(p, {source: -p["amount_minor"], destination: p["amount_minor"]})
+
+
 CREDITS_GRANTED = register(
     "CreditsGranted",
     properties={
@@ -49,6 +67,7 @@ CREDITS_GRANTED = register(
         "postings": POSTINGS,
     },
     description="Credits entered from external funding: a finance grant or a provider payment.",
+    check=lambda p: _moved(p, FUNDING, available_code(p["user_id"])),
 )
 CREDITS_HELD = register(
     "CreditsHeld",
@@ -59,6 +78,7 @@ CREDITS_HELD = register(
         "postings": POSTINGS,
     },
     description="A job's maximum cost moved from its submitter's available credits to its hold.",
+    check=lambda p: _moved(p, available_code(p["submitter_id"]), job_held_code(p["job_id"])),
 )
 CREDITS_RELEASED = register(
     "CreditsReleased",
@@ -69,7 +89,23 @@ CREDITS_RELEASED = register(
         "postings": POSTINGS,
     },
     description="What was still held for an ended job went back to its submitter.",
+    check=lambda p: _moved(p, job_held_code(p["job_id"]), available_code(p["submitter_id"])),
 )
+
+
+def _settled(p: dict[str, Any]) -> list[str]:
+    """The charge splits into fee and operator share, and moves from the hold as they say.
+    Whether the figures are right for the price and the book is settlement_check's question."""
+    return sum_differs(p, "charged_minor", "fee_minor", "operator_minor") + moves_differ(
+        p,
+        {
+            job_held_code(p["job_id"]): -p["charged_minor"],
+            earnings_code(p["operator_id"]): p["operator_minor"],
+            REVENUE: p["fee_minor"],
+        },
+    )
+
+
 ATTEMPT_SETTLED = register(
     "AttemptSettled",
     properties={
@@ -122,6 +158,7 @@ ATTEMPT_SETTLED = register(
         "job_kind",
     ],
     description="An attempt's cost, from its job's hold to the operator and the platform.",
+    check=_settled,
 )
 CASHOUT_REQUESTED = register(
     "CashoutRequested",
@@ -139,6 +176,7 @@ CASHOUT_REQUESTED = register(
         "postings": POSTINGS,
     },
     description="An operator asked to cash out; the amount was reserved from earnings.",
+    check=lambda p: _moved(p, earnings_code(p["operator_id"]), cashout_code(p["operator_id"])),
 )
 CASHOUT_APPROVED = register(
     "CashoutApproved",
@@ -160,21 +198,31 @@ CASHOUT_PAID = register(
     properties={"cashout_id": POSITIVE_INT, "payout_reference": STR, "postings": POSTINGS},
     description="A cashout was paid out: the credits left through external payouts.",
 )
+_EXPORTED = {
+    "export_id": POSITIVE_INT,
+    "period_from": _DATETIME,
+    "period_to": _DATETIME,
+    "count": POSITIVE_INT,
+    "total_amount_minor": NON_NEGATIVE_INT,
+    "total_fee_minor": NON_NEGATIVE_INT,
+    "total_inr_paise": NON_NEGATIVE_INT,
+    "sha256": _SHA256,
+    "chain_head": _SHA256,
+    "chain_seq": NULLABLE_INT,
+    "cashout_ids": {"type": "array", "items": POSITIVE_INT, "minItems": 1},
+}
 CASHOUTS_EXPORTED = register(
     "CashoutsExported",
-    properties={
-        "export_id": POSITIVE_INT,
-        "period_from": _DATETIME,
-        "period_to": _DATETIME,
-        "count": POSITIVE_INT,
-        "total_amount_minor": NON_NEGATIVE_INT,
-        "total_fee_minor": NON_NEGATIVE_INT,
-        "total_inr_paise": NON_NEGATIVE_INT,
-        "sha256": _SHA256,
-        "chain_head": _SHA256,
-        "cashout_ids": {"type": "array", "items": POSITIVE_INT, "minItems": 1},
-    },
-    description="A finance export of approved or paid cashouts, with its file's sha256.",
+    properties=_EXPORTED,
+    # chain_seq came after the first exports: those carry none.
+    required=[name for name in _EXPORTED if name != "chain_seq"],
+    description="A finance export of approved or paid cashouts, with its file's sha256 and the "
+    "seal the hash chain's head was at.",
+    check=lambda p: (
+        []
+        if p["count"] == len(set(p["cashout_ids"])) == len(p["cashout_ids"])
+        else [f"count {p['count']} for {len(p['cashout_ids'])} cashout ids"]
+    ),
 )
 _SPOT = {
     "region": STR,

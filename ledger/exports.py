@@ -6,6 +6,10 @@ CashoutsExported event with the range, count, totals, sha256 and the hash chain'
 one transaction. The CSV is always generated from the lines, never from the live cashouts, so
 downloading it again gives the same bytes (a cashout paid after its export still reads as it
 stood). The file is streamed in chunks: constant memory for any size.
+
+The export's head (`export_head`) is that chain head as the ledger's key signed it: kept with
+the CSV, outside the database, it lets `verify_ledger --against` show that the log still holds
+the history it vouches for (ledger.against).
 """
 
 import csv
@@ -21,9 +25,11 @@ from django.db import connection, transaction
 
 from core.errors import DomainError
 from ledger.canonical import canonical_json
-from ledger.chain import chain_head
+from ledger.chain import GENESIS, last_batch, signed_head
+from ledger.models import EventSeal, SealBatch
 from ledger.models_cashouts import Cashout, CashoutExport, CashoutExportLine, CashoutStatus
 from ledger.quotes import format_minor, format_paise, minor_to_paise
+from ledger.seal_signing import head_as_json
 from ledger.services import event_append
 
 COLUMNS = [
@@ -217,7 +223,9 @@ def cashout_export_create(
         for chunk in _csv_chunks(export.pk, lines()):
             digest.update(chunk)
         sha256 = digest.hexdigest()
-        head = chain_head()
+        sealed = last_batch()
+        head = sealed.head_hash if sealed else GENESIS
+        chain_seq = sealed.last_seq if sealed else None
         CashoutExport.objects.filter(pk=export.pk, sha256="").update(
             count=len(ids),
             total_amount_minor=totals["amount"],
@@ -225,6 +233,7 @@ def cashout_export_create(
             total_inr_paise=totals["inr"],
             sha256=sha256,
             chain_head=head,
+            chain_seq=chain_seq,
         )
         event_append(
             stream=f"export:{export.pk}",
@@ -241,8 +250,29 @@ def cashout_export_create(
                 "total_inr_paise": totals["inr"],
                 "sha256": sha256,
                 "chain_head": head,
+                "chain_seq": chain_seq,
                 "cashout_ids": ids,
             },
         )
         export.refresh_from_db()
         return export
+
+
+def export_head(export: CashoutExport) -> dict[str, Any]:
+    """The export's head file: its id and CSV sha256, and the seal batch that was the chain's
+    head when it was made, with that batch's signature (`chain` is None when nothing was sealed
+    then, or the batch predates signing)."""
+    batch = None
+    if export.chain_seq is not None:
+        batch = SealBatch.objects.filter(last_seq=export.chain_seq).order_by("-id").first()
+    chain = None
+    if batch is not None and batch.signature:
+        last_event = EventSeal.objects.filter(seq=batch.last_seq).values_list("event_id", flat=True)
+        chain = head_as_json(
+            signed_head(batch),
+            batch.signature,
+            batch_id=batch.pk,
+            last_event_id=last_event.first(),
+            sealed_at=_stamp(batch.sealed_at),
+        )
+    return {"export_id": export.pk, "sha256": export.sha256, "count": export.count, "chain": chain}

@@ -99,6 +99,10 @@ class SealBatch(AppendOnlyModel):
     count = models.PositiveIntegerField(default=0)
     head_hash = models.CharField(max_length=64)
     sealed_at = models.DateTimeField(default=timezone.now)
+    # The ledger key's signature of the head (ledger.seal_signing), and which key made it. Both
+    # blank on batches sealed before seals were signed.
+    key_id = models.CharField(max_length=16, blank=True)
+    signature = models.CharField(max_length=88, blank=True)
 
     def __str__(self) -> str:
         return f"seal batch {self.id} ({self.count} events, head {self.head_hash[:12]})"

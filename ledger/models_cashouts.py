@@ -107,6 +107,9 @@ class CashoutExport(models.Model):
     total_inr_paise = models.BigIntegerField(default=0)
     sha256 = models.CharField(max_length=64, blank=True)
     chain_head = models.CharField(max_length=64, blank=True)
+    # The last seal at export time (the seal batch whose signed head is chain_head); null when
+    # nothing was sealed yet.
+    chain_seq = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         constraints = [

@@ -3,6 +3,10 @@
 Apps declare their types in their own events.py (imported from AppConfig.ready), so the ledger
 knows every type without importing any app. An unknown type or a payload that does not match
 its schema is refused before anything is written.
+
+A type may also declare a `check`: what its schema cannot say, how its fields relate (the
+amounts it states are what its postings move). verify_ledger runs it on every logged event
+(ledger.payload_checks); the write paths compute those fields together and need not.
 """
 
 from collections.abc import Callable
@@ -59,6 +63,10 @@ class EventType:
     # of jsonschema's cost (every task writes several events). It decides only "valid";
     # anything it refuses goes to `validator`, whose verdict and message stand.
     fast: Callable[[Any], Any] | None = field(default=None, compare=False, repr=False)
+    # A schema-valid payload → what in it disagrees with itself, one phrase each (none: []).
+    check: Callable[[dict[str, Any]], list[str]] | None = field(
+        default=None, compare=False, repr=False
+    )
 
 
 def _draft7(schema: Any) -> Any:
@@ -93,6 +101,7 @@ def register(
     schema_version: int = 1,
     description: str = "",
     additional: bool = False,
+    check: Callable[[dict[str, Any]], list[str]] | None = None,
 ) -> EventType:
     """Declare an event type. Re-registering the same definition is a no-op (reloads)."""
     schema = {
@@ -109,6 +118,7 @@ def register(
         Validator(schema),
         description,
         compile_fast(schema),
+        check,
     )
     existing = _REGISTRY.get(name)
     if existing is not None and existing != event_type:

@@ -2,10 +2,12 @@
 or paise, with a formatted twin for display: clients never compute money."""
 
 from collections.abc import Callable
+from typing import Any
 
 from rest_framework import serializers
 
 from core.api.fields import REGION_HELP, RegionField
+from ledger.exports import export_head
 from ledger.models_cashouts import Cashout, CashoutExport, CashoutStatus
 from ledger.quotes import format_minor, format_paise
 
@@ -230,11 +232,28 @@ class ExportOut(serializers.ModelSerializer):
             "total_inr_paise",
             "sha256",
             "chain_head",
+            "chain_seq",
             "download",
         )
 
     def get_download(self, obj: CashoutExport) -> str:
         return f"/api/v1/exports/{obj.pk}/download"
+
+
+class ExportDetailOut(ExportOut):
+    """One export, with its head (a few reads more, so not in the list)."""
+
+    head = serializers.SerializerMethodField(
+        help_text="The signed chain head at export time: keep it with the CSV, outside the "
+        "hub; `manage.py verify_ledger --against FILE` checks that the log still holds the "
+        "history it vouches for."
+    )
+
+    class Meta(ExportOut.Meta):
+        fields = (*ExportOut.Meta.fields, "head")
+
+    def get_head(self, obj: CashoutExport) -> dict[str, Any]:
+        return export_head(obj)
 
 
 # --- Statements -------------------------------------------------------------------------------

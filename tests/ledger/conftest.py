@@ -26,3 +26,26 @@ def price_books(db):
     from ledger.pricing import rules_at
 
     return rules_at()
+
+
+@pytest.fixture
+def ledger_key(settings):
+    """Switch the ledger's signing key: call it with a private key (or None: the default).
+    Yields the function; the next test loads its own key again."""
+    import base64
+
+    from cryptography.hazmat.primitives.serialization import (
+        Encoding,
+        NoEncryption,
+        PrivateFormat,
+    )
+
+    from ledger import seal_signing
+
+    def use(private) -> None:
+        raw = private.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
+        settings.LEDGER_SIGNING_KEY = base64.b64encode(raw).decode()
+        seal_signing.reset_cache()
+
+    yield use
+    seal_signing.reset_cache()

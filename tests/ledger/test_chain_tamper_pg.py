@@ -1,15 +1,19 @@
 """Every tamper with the chain that verify must name. The check reads the log once, in id order,
 each event with its seal; the chain is defined in seal order. Each tamper is checked against a
-walk of the seals in seq order, each against the previous stored hash: the same lines, in the
-same order."""
+walk of the seals in seq order, each against the previous stored hash, then the batches' heads
+and signatures: the same lines, in the same order. A tamper that recomputes the chain as well
+is left to the signatures (tests/ledger/test_seal_signing_pg.py) and the payload checks."""
 
 import pytest
 from django.db import connection
 
-from ledger.chain import GENESIS, chain_seal, chain_verify, link_hash
+from ledger import seal_signing
+from ledger.chain import GENESIS, batches_check, chain_seal, chain_verify, link_hash
 from ledger.models import Event, EventSeal, SealBatch
+from ledger.seal_signing import SignedHead
 from ledger.verify import verify_ledger
-from tests.ledger.helpers import append, rewrite_as_superuser
+from tests.ledger.economy_helpers import grant
+from tests.ledger.helpers import append, recompute_unkeyed_chain, rewrite_as_superuser
 
 # transaction=True: the sealer seals only committed events.
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -30,12 +34,8 @@ def walk_in_seal_order() -> list[str]:
                 f"does not match seal #{seal.seq}: it was changed after it was sealed"
             )
         previous, expected = seal.hash, expected + 1
+    problems.extend(batches_check().problems)
     last = SealBatch.objects.order_by("-id").first()
-    if last.head_hash != previous:
-        problems.append(
-            f"chain: head {last.head_hash[:16]} of batch {last.id} is not the last "
-            f"seal's hash {previous[:16]}"
-        )
     unsealed = Event.objects.filter(seal__isnull=True, txid__lt=last.horizon_txid)
     problems.extend(
         f"chain: event {event_id} is below the sealed horizon but not sealed"
@@ -119,8 +119,15 @@ def _seal_in_this_order(events: list[Event]) -> None:
     for seq, event in enumerate(events, start=1):
         head = link_hash(head, event)
         seals.append((seq, event, head))
+    signed = SignedHead(1, len(seals), len(seals), horizon, head, seal_signing.key_id())
     batch = SealBatch.objects.create(
-        first_seq=1, last_seq=len(seals), count=len(seals), head_hash=head, horizon_txid=horizon
+        first_seq=1,
+        last_seq=len(seals),
+        count=len(seals),
+        head_hash=head,
+        horizon_txid=horizon,
+        key_id=signed.key_id,
+        signature=seal_signing.head_sign(signed),
     )
     EventSeal.objects.bulk_create(
         EventSeal(seq=s, event=e, batch=batch, hash=h) for s, e, h in seals
@@ -147,3 +154,26 @@ def test_seals_out_of_id_order_verify_and_a_tamper_among_them_is_named():
     rewrite_as_superuser("DELETE FROM ledger_eventseal WHERE seq = 6", "ledger_eventseal")
     assert chain_verify() == walk_in_seal_order()
     assert "chain: seal #6 is missing (next is #7)" in chain_verify()
+
+
+def test_an_edited_amount_with_the_chain_recomputed_is_named_with_and_without_the_chain(alice):
+    grant(alice, 1_000)  # opens the accounts: the next grant is sealed alone
+    chain_seal()
+    grant(alice, 5_000)
+    chain_seal()
+    event = Event.objects.filter(type="CreditsGranted").latest("id")
+    rewrite_as_superuser(
+        "UPDATE ledger_event SET payload = jsonb_set(payload, '{amount_minor}', '50000') "
+        f"WHERE id = {event.id}",
+        "ledger_event",
+    )
+    recompute_unkeyed_chain()
+    named = (
+        f"payload: event {event.id} ({event.stream}@1 CreditsGranted): its postings move "
+        f"external:funding -5000, user:{alice.pk}:available +5000, its figures say "
+        f"external:funding -50000, user:{alice.pk}:available +50000"
+    )
+    assert named in verify_ledger(check_chain=False).problems
+    problems = verify_ledger().problems
+    assert named in problems
+    assert any(p.startswith("chain: seal batch ") and f", event {event.id}," in p for p in problems)
