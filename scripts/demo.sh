@@ -3,8 +3,11 @@
 # needed.
 # Starts the hub, a Celery worker and beat, a local agent; submits sample jobs, shows them
 # complete with the ledger balanced, and leaves the hub up to browse.
-#   bash scripts/demo.sh          start (stopping an earlier demo first)
-#   bash scripts/demo.sh stop     stop everything it started
+#   bash scripts/demo.sh                  start (stopping an earlier demo first)
+#   bash scripts/demo.sh stop             stop everything it started
+#   bash scripts/demo.sh manage CMD ...   run a manage.py command against the demo's database
+#                                         (e.g. manage create_api_key alice submitter)
+#   bash scripts/demo.sh --help           this text
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -37,13 +40,37 @@ stop_all() {
   done
 }
 
-if [ "${1:-}" = stop ]; then
-  stop_all
-  if [ -x "$PY" ] && "$PY" -m computepool.embedded_db stop "$VAR/pgdata"; then
-    echo "stopped the embedded PostgreSQL"
-  fi
-  exit 0
-fi
+usage() { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; }
+
+case "${1:-}" in
+  "") ;;
+  stop)
+    stop_all
+    if [ -x "$PY" ] && "$PY" -m computepool.embedded_db stop "$VAR/pgdata"; then
+      echo "stopped the embedded PostgreSQL"
+    fi
+    exit 0
+    ;;
+  manage)
+    shift
+    if [ ! -x "$PY" ] || [ ! -d "$VAR/pgdata" ]; then
+      echo "demo.sh manage: no demo here yet; run bash scripts/demo.sh first" >&2
+      exit 1
+    fi
+    # The demo's own settings (above) and its database, started if it was stopped.
+    "$PY" -m computepool.embedded_db start "$VAR/pgdata" >/dev/null
+    exec "$PY" manage.py "$@"
+    ;;
+  -h | --help | help)
+    usage
+    exit 0
+    ;;
+  *)
+    echo "demo.sh: unknown argument '$1'" >&2
+    usage >&2
+    exit 2
+    ;;
+esac
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 start() {  # start NAME COMMAND...: in its own process group, logs under var/demo/log

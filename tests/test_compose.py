@@ -34,6 +34,9 @@ def test_the_hub_processes_share_one_environment_on_postgres_and_redis():
         env = services[name]["environment"]
         assert env["DATABASE_URL"].startswith("postgres://"), name
         assert env["CELERY_BROKER_URL"].startswith("redis://"), name
+        # One key of each kind for every container: each would otherwise make its own.
+        assert env["HUB_SIGNING_KEY"].startswith("${HUB_SIGNING_KEY:?"), name
+        assert env["LEDGER_SIGNING_KEY"].startswith("${LEDGER_SIGNING_KEY:?"), name
         assert services[name]["build"] == ".", name
     assert (ROOT / "Dockerfile").is_file()
 
