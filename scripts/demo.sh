@@ -5,6 +5,7 @@
 # complete with the ledger balanced, and leaves the hub up to browse.
 #   bash scripts/demo.sh                  start (stopping an earlier demo first)
 #   bash scripts/demo.sh stop             stop everything it started
+#   bash scripts/demo.sh reset            stop, and delete the demo's data (a rerun starts anew)
 #   bash scripts/demo.sh manage CMD ...   run a manage.py command against the demo's database
 #                                         (e.g. manage create_api_key alice submitter)
 #   bash scripts/demo.sh --help           this text
@@ -40,14 +41,18 @@ stop_all() {
   done
 }
 
-usage() { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; }
 
 case "${1:-}" in
   "") ;;
-  stop)
+  stop | reset)
     stop_all
     if [ -x "$PY" ] && "$PY" -m computepool.embedded_db stop "$VAR/pgdata"; then
       echo "stopped the embedded PostgreSQL"
+    fi
+    if [ "$1" = reset ]; then
+      rm -rf "$VAR"
+      echo "deleted the demo's data ($VAR)"
     fi
     exit 0
     ;;

@@ -51,6 +51,27 @@ def node_state() -> None:
     )
 
 
+def benchmark() -> None:
+    """The demo node's latest benchmark: empty until it ended."""
+    from nodes.models import NodeBenchmark
+
+    done = (
+        NodeBenchmark.objects.filter(node__name="demo-rig")
+        .exclude(state="issued")
+        .order_by("-id")
+        .first()
+    )
+    if done is None:
+        return
+    figures = done.figures or {}
+    print(
+        f"benchmark {done.pk} {done.state}: paid and routed as {done.tier or 'cpu'}; "
+        f"CPU {figures.get('cpu_gflops')} GFLOPS, memory {figures.get('memory_gb_per_s')} GB/s, "
+        f"{len(figures.get('gpus') or [])} GPU(s) measured"
+        + (f"; problems: {'; '.join(done.problems)}" if done.problems else "")
+    )
+
+
 SAMPLES = [
     {
         "name": "hello-slices",
@@ -163,6 +184,7 @@ if __name__ == "__main__":
     {
         "people": people,
         "node_state": node_state,
+        "benchmark": benchmark,
         "submit": lambda: submit(*sys.argv[2:4]),
         "money": money,
         "inference": lambda: inference(sys.argv[2]),

@@ -23,6 +23,7 @@ def test_help_prints_the_usage_and_starts_nothing(flag):
     done = demo(flag)
     assert done.returncode == 0
     assert "demo.sh manage CMD" in done.stdout and "demo.sh stop" in done.stdout
+    assert "demo.sh reset" in done.stdout
     assert "Setting up" not in done.stdout
 
 
