@@ -52,6 +52,7 @@ OWNER_PLAYS = {
     "model_file": "bob_agent",
     "relay": "alice",
     "relay_push": "bob_agent",
+    "benchmark": "bob_agent",
 }
 ROLE_OF = {
     "alice": "submitter",
