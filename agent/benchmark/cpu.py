@@ -67,7 +67,7 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def stream_copy(seed: str, mb: int, repeats: int = 10) -> dict[str, Any]:
+def stream_copy(seed: str, mb: int, repeats: int = 20) -> dict[str, Any]:
     """STREAM's copy on every core: each byte read once and written once. One core alone
     cannot draw the memory's bandwidth, so the array is cut into one slice per core, each
     copied by its own thread (numpy releases the interpreter's lock while it copies)."""
