@@ -6,6 +6,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db import connection, transaction
+
 from ledger.against import against_check
 from ledger.chain import ChainCheck
 from ledger.payload_checks import PayloadCheck
@@ -33,7 +35,24 @@ def verify_ledger(
     """One pass over the log in id order, as plain values: each event is folded into the chain
     check (with its seal), the payload check and every projection; then the chain's problems,
     the payloads', each projection's diff against the live tables, and each export head in
-    `against` ((name, parsed head file) pairs) checked against the log."""
+    `against` ((name, parsed head file) pairs) checked against the log.
+
+    On a live hub, the log and the tables move while this reads them: a node the reaper moves
+    between the replay and the diff would read as a difference. So, unless the caller is in a
+    transaction already, everything is read from one snapshot (REPEATABLE READ)."""
+    if connection.in_atomic_block:
+        return _verify(check_chain, progress, against)
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        return _verify(check_chain, progress, against)
+
+
+def _verify(
+    check_chain: bool,
+    progress: Callable[[int], None] | None,
+    against: Iterable[tuple[str, Any]],
+) -> VerifyReport:
     report = VerifyReport()
     chain = ChainCheck() if check_chain else None
     payloads = PayloadCheck()

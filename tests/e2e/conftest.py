@@ -13,6 +13,7 @@ cluster of the test's own (tests/e2e/pgcluster.py), which the test may then rest
 stack follows the test process's connection there.
 """
 
+import base64
 import contextlib
 import os
 import shlex
@@ -237,8 +238,10 @@ def private_postgres(transactional_db, tmp_path: Path) -> Iterator[PrivateCluste
 
 
 @pytest.fixture
-def live_stack(transactional_db, tmp_path: Path) -> Iterator[LiveStack]:
+def live_stack(transactional_db, tmp_path: Path, settings) -> Iterator[LiveStack]:
     from django.db import connection
+
+    from core import keys
 
     base = _redis_base()
     if base is None:
@@ -254,6 +257,11 @@ def live_stack(transactional_db, tmp_path: Path) -> Iterator[LiveStack]:
     env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
     env.setdefault("DJANGO_SETTINGS_MODULE", "computepool.settings")
     env.update(FAST)
+    # One ledger key for the stack and this process: seals its worker signs verify here too.
+    ledger_key = base64.b64encode(os.urandom(32)).decode()
+    settings.LEDGER_SIGNING_KEY = ledger_key
+    keys.forget()
+    env["LEDGER_SIGNING_KEY"] = ledger_key
     env.update(
         {
             "DATABASE_URL": _database_url(connection.settings_dict),
@@ -282,6 +290,7 @@ def live_stack(transactional_db, tmp_path: Path) -> Iterator[LiveStack]:
         )
         yield stack
     finally:
+        keys.forget()
         stack.stop_all()
         # Empty the Redis database we claimed, which also releases the claim.
         try:
