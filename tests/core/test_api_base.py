@@ -1,5 +1,7 @@
 """The API's common ground: error shape, pagination, throttling, schema."""
 
+import re
+
 import pytest
 from django.core.cache import cache
 from django.test import override_settings
@@ -95,3 +97,19 @@ def test_throttle_windows_count_each_request_once(settings, through):
     assert _counts(key, 101, 60) == (2, 1)  # the next window sees the last one's count
     assert _counts(key, 103, 60) == (0, 1)  # two windows on, nothing carries over
     cache.clear()
+
+
+@override_settings(WHITENOISE_USE_FINDERS=True)
+def test_the_api_docs_are_served_by_the_hub_with_no_cdn():
+    """Swagger UI's files come from the pinned sidecar package through the hub's own static
+    files (here found in the package, as collectstatic copies them in a deployment)."""
+    from django.test import Client
+
+    client = Client()  # its middleware reads the overridden settings
+    page = client.get("/api/v1/docs").content.decode()
+    assert "cdn" not in page.lower() and "https://" not in page
+    assets = re.findall(r'(?:src|href)="(/static/[^"]+)"', page)
+    assert any("swagger-ui-bundle" in asset for asset in assets), page[:500]
+    for asset in assets:
+        response = client.get(asset)
+        assert response.status_code == 200, asset
