@@ -81,6 +81,12 @@ class JobListCreateApi(generics.ListAPIView):
             return Job.objects.none()
         return Job.objects.filter(submitter=self.request.user)
 
+    def get_serializer_class(self):
+        # The browsable API draws its POST form from the serializer of a POST: what a job
+        # takes, not what one looks like once submitted.
+        request = getattr(self, "request", None)
+        return JobIn if request is not None and request.method == "POST" else JobOut
+
     @extend_schema(
         request=JobIn,
         responses={201: JobOut, 200: JobOut},

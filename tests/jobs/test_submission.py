@@ -111,3 +111,13 @@ def test_only_submitters_submit_and_each_sees_only_their_own(submitter, api, bob
         call = other.post if path == "/cancel" else other.get
         assert call(f"/api/v1/jobs/{job_id}{path}").status_code == 404, path
     assert [j["id"] for j in submitter.get("/api/v1/jobs/").json()["results"]] == [job_id]
+
+
+def test_the_browsable_apis_job_form_asks_for_what_a_job_takes(submitter):
+    page = submitter.get("/api/v1/jobs/", HTTP_ACCEPT="text/html").content.decode()
+    form = page[page.index('id="post-generic-content-form"') :]
+    for field in ("kind", "script", "slices", "timeout_s", "price_ceiling"):
+        assert f'name="{field}"' in page or f"&quot;{field}&quot;" in form, field
+    # Nothing a job only has once submitted.
+    for field in ("max_cost", "tasks_succeeded", "created_at", "finished_at"):
+        assert f'name="{field}"' not in page and f"&quot;{field}&quot;" not in form, field
