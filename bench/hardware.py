@@ -16,16 +16,9 @@ import secrets
 import statistics
 import time
 
-from agent.benchmark import SUITE, proofs
+from agent.benchmark import SUITE, figures, proofs
 from agent.benchmarking import BenchmarkService
 from bench import common
-
-
-def figures(report: dict) -> dict[str, float]:
-    out = {"cpu GFLOPS": report["cpu"]["gflops"], "memory GB/s": report["memory"]["gb_per_s"]}
-    for gpu in report.get("gpus") or []:
-        out[f"gpu {gpu['index']} FP32 TFLOPS"] = gpu["fp32"]["tflops"]
-    return out
 
 
 def main() -> None:
@@ -63,11 +56,11 @@ def main() -> None:
         checks.append((time.perf_counter() - t0) * 1000)
         if problems:
             raise SystemExit(f"run {run}: the report does not check: {problems}")
-        for name, value in figures(report).items():
+        measured = figures(report)
+        for name, value in measured.items():
             series.setdefault(name, []).append(value)
         print(
-            f"run {run}: {walls[-1]:.2f} s, "
-            + ", ".join(f"{name} {value}" for name, value in figures(report).items())
+            f"run {run}: {walls[-1]:.2f} s, " + ", ".join(f"{k} {v}" for k, v in measured.items())
         )
     print()
     rows = []

@@ -13,6 +13,11 @@ from nodes.tiers import TierTable
 # Half-precision work needs tensor cores: NVIDIA compute capability 7.0 (Volta) and later.
 FP16_MIN_COMPUTE_CAPABILITY = 70
 
+
+def fp16_capable(compute_capability: int | None) -> bool:
+    return compute_capability is not None and compute_capability >= FP16_MIN_COMPUTE_CAPABILITY
+
+
 _CC = re.compile(r"^(\d{1,2})\.(\d)$")
 
 
@@ -71,7 +76,7 @@ def normalise(capabilities: dict[str, Any], tiers: TierTable) -> NormalisedCapab
         gpu_vram_mb=best.get("vram_total_mb") if best else 0,
         compute_capability=cc,
         driver_version=(best.get("driver_version") or "") if best else "",
-        fp16_ok=cc is not None and cc >= FP16_MIN_COMPUTE_CAPABILITY,
+        fp16_ok=fp16_capable(cc),
         # Logical cores: what a container's CPU limit counts.
         cpu_cores=cpu.get("logical_cores") or cpu.get("physical_cores"),
         ram_mb=capabilities.get("ram_mb"),

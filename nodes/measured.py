@@ -11,8 +11,8 @@ What a node's GPU is called decides nothing on its own. A node is paid and route
 from typing import Any
 
 from nodes.capabilities import (
-    FP16_MIN_COMPUTE_CAPABILITY,
     NormalisedCapabilities,
+    fp16_capable,
     parse_compute_capability,
 )
 from nodes.tiers import TierTable
@@ -108,7 +108,7 @@ def routed(
             if measured_vram >= reported * VRAM_MEASURED_SHARE
             else measured_vram,
             compute_capability=cc,
-            fp16_ok=cc is not None and cc >= FP16_MIN_COMPUTE_CAPABILITY,
+            fp16_ok=fp16_capable(cc),
         )
     elif confirmed_tier and caps.gpu_count:
         fields["tier"] = confirmed_tier

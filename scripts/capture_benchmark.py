@@ -5,7 +5,7 @@ write the reports and their spread into one folder.
 
 Each run is `python -m agent.benchmark` in its own process with a fresh seed, as the hub would
 issue it. The reports become fixtures (tests/agent/fixtures/benchmark/, with a line in SOURCES.md)
-and the spread is the figure docs/benchmarks.md quotes.
+and the spread shows how steady each figure is on that machine from one run to the next.
 """
 
 from __future__ import annotations
@@ -19,31 +19,13 @@ import sys
 import time
 from pathlib import Path
 
-from agent.benchmark import SUITE, proofs
+from agent.benchmark import SUITE, figures, proofs
 
 SPEC = {
     "suite": SUITE,
     "cpu": {"matmul_n": 1024, "min_seconds": 1.0, "stream_mb": 512},
     "gpu": {"iterations": 32768},
 }
-
-
-def figures(report: dict) -> dict[str, float]:
-    out = {}
-    if "cpu" in report:
-        out["cpu_gflops"] = report["cpu"]["gflops"]
-        out["memory_gb_per_s"] = report["memory"]["gb_per_s"]
-    for gpu in report.get("gpus", []):
-        for key, path in (
-            ("fp32_tflops", ("fp32", "tflops")),
-            ("fp16_tflops", ("fp16", "tflops")),
-            ("bandwidth_gb_per_s", ("bandwidth", "gb_per_s")),
-            ("vram_allocatable_mb", ("vram_allocatable", "mb")),
-        ):
-            if path[0] in gpu:
-                out[f"gpu{gpu['index']}_{key}"] = gpu[path[0]][path[1]]
-    out["elapsed_s"] = report["elapsed_s"]
-    return out
 
 
 def main(out: Path, runs: int) -> int:

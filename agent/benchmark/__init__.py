@@ -47,6 +47,25 @@ def parse(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def figures(report: dict[str, Any]) -> dict[str, float]:
+    """A report's figures by name (gpu<N>_… per GPU), for comparing runs."""
+    out = {}
+    if "cpu" in report:
+        out["cpu_gflops"] = report["cpu"]["gflops"]
+        out["memory_gb_per_s"] = report["memory"]["gb_per_s"]
+    for gpu in report.get("gpus", []):
+        for key, path in (
+            ("fp32_tflops", ("fp32", "tflops")),
+            ("fp16_tflops", ("fp16", "tflops")),
+            ("bandwidth_gb_per_s", ("bandwidth", "gb_per_s")),
+            ("vram_allocatable_mb", ("vram_allocatable", "mb")),
+        ):
+            if path[0] in gpu:
+                out[f"gpu{gpu['index']}_{key}"] = gpu[path[0]][path[1]]
+    out["elapsed_s"] = report["elapsed_s"]
+    return out
+
+
 def run(spec: dict[str, Any]) -> dict[str, Any]:
     """Every measurement the spec asks for; a part that cannot run says why in its place."""
     from agent.benchmark import cpu, gpu
@@ -62,9 +81,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         report["cpu_error"] = str(exc)
     try:
         report["gpus"] = gpu.measure(params["seed"], params["iterations"])
-    except NoDriver as exc:
-        report["gpus"], report["gpu_error"] = [], str(exc)
-    except CudaError as exc:
+    except (NoDriver, CudaError) as exc:
         report["gpus"], report["gpu_error"] = [], str(exc)
     report["elapsed_s"] = round(time.perf_counter() - started, 3)
     return report

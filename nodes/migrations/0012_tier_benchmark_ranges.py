@@ -2,9 +2,9 @@
 
 The figure is the boost-clock FP32 throughput on NVIDIA's spec sheet for the reference card, as
 the TechPowerUp GPU Database lists it (https://www.techpowerup.com/gpu-specs/). The range is 0.7
-to 1.4 times it: the benchmark's kernels reach 85-95 % of a spec sheet's figure on a card at its
-boost clock (95 % on an H200, tests/agent/fixtures/benchmark/), a hot or power-limited card
-less, and a factory-overclocked one more. `min_vram_mb` is the smallest memory the card ships
+to 1.4 times it: chained multiply-adds on every core come close to a spec sheet's figure on a
+card at its boost clock but never quite reach it (loop overhead), a hot or power-limited card
+falls further short, and a factory-overclocked one goes beyond it. `min_vram_mb` is the smallest memory the card ships
 with, less what drivers keep. Generic tiers keep an open range: their VRAM decides them.
 
 Nodes registered before benchmarks existed keep their tier, now also their claimed tier, until

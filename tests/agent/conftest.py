@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import threading
@@ -93,6 +94,14 @@ def bwrap_sandbox() -> BwrapSandbox:
     except SandboxUnavailable as exc:
         _missing("bubblewrap", "REQUIRE_BWRAP", str(exc))
     return BwrapSandbox(policy=TEST_POLICY)
+
+
+@pytest.fixture
+def bwrap() -> None:
+    """Bubblewrap installed, for the agent's own processes run under it (agent.sandbox.own_code:
+    the inference engine, the hardware benchmark)."""
+    if shutil.which("bwrap") is None:
+        _missing("bubblewrap", "REQUIRE_BWRAP", "it is not installed")
 
 
 @pytest.fixture(

@@ -2,8 +2,6 @@
 proofs the hub checks them by, the GPU path's real reports from an H200, and the sandbox."""
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -126,14 +124,6 @@ def test_it_refuses_a_spec_it_cannot_run(change, message):
 def test_no_driver_library_is_said_as_such():
     with pytest.raises(NoDriver, match="no NVIDIA driver library"):
         Driver("libcuda-not-here.so.1")
-
-
-@pytest.fixture
-def bwrap():
-    if shutil.which("bwrap") is None:
-        if os.environ.get("REQUIRE_BWRAP") == "1":
-            pytest.fail("REQUIRE_BWRAP=1 but bubblewrap is not installed")
-        pytest.skip("bubblewrap is not installed")
 
 
 def test_the_agent_runs_it_in_its_sandbox(bwrap):

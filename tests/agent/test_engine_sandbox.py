@@ -1,13 +1,9 @@
 """The engine's process runs as jobs do: no network, and nothing of the machine to see beyond
 /usr, the interpreter and this code (bubblewrap; CI requires it with REQUIRE_BWRAP=1)."""
 
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 from agent.sandbox.own_code import sandboxed
 
@@ -24,14 +20,6 @@ print("uid", os.getuid())
 import llama_cpp
 print("engine: imports")
 """
-
-
-@pytest.fixture
-def bwrap():
-    if shutil.which("bwrap") is None:
-        if os.environ.get("REQUIRE_BWRAP") == "1":
-            pytest.fail("REQUIRE_BWRAP=1 but bubblewrap is not installed")
-        pytest.skip("bubblewrap is not installed")
 
 
 def test_the_engine_process_has_no_network_and_sees_little(bwrap):
