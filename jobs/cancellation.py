@@ -59,10 +59,9 @@ def job_cancel(*, job: Job, actor: str) -> Cancelled:
         )
         if queued:
             job_count_finished(job.pk, "tasks_cancelled", now, by=len(queued))
-            if job.replicas > 1 or job.extra_tasks:
-                # A verified slice whose other replicas had ended concludes now (after commit:
-                # its lock comes before the hold's, which the count above has taken).
-                verification.decide_after_commit(job.pk)
+            # A verified slice whose other replicas had ended concludes now (after commit: its
+            # lock comes before the hold's, which the count above has taken).
+            verification.decide_after_commit(job.pk)
             # Claims passed over the rows held here; one that found nothing else waits for
             # work, and must look again once they are gone (jobs.claim, the small node's pick).
             transaction.on_commit(notify_work)

@@ -41,7 +41,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from jobs import billing
@@ -237,21 +237,18 @@ def verifications_decide_due(job_id: int | None = None) -> int:
     """Decide every open verification whose replicas have all ended (of one job, or all): for
     the paths that end a replica where the slice's lock cannot be taken in order (the reaper's
     batches, a cancel), run after they commit, and by the reaper each tick for any left behind.
-    Idempotent: a decided slice is not open."""
-    open_slices = Verification.objects.filter(state=VerificationState.OPEN)
+    One query finds them (the open ones through their partial index); idempotent: a decided
+    slice is not open."""
+    busy = Task.objects.filter(job_id=OuterRef("job_id"), index=OuterRef("index")).exclude(
+        state__in=TERMINAL_TASK_STATES
+    )
+    due = Verification.objects.filter(state=VerificationState.OPEN).filter(~Exists(busy))
     if job_id is not None:
-        open_slices = open_slices.filter(job_id=job_id)
-    decided = 0
-    for vjob, vindex in open_slices.values_list("job_id", "index").order_by("id")[:1000]:
-        busy = (
-            Task.objects.filter(job_id=vjob, index=vindex)
-            .exclude(state__in=TERMINAL_TASK_STATES)
-            .exists()
-        )
-        if not busy:
-            slice_decide(vjob, vindex)
-            decided += 1
-    return decided
+        due = due.filter(job_id=job_id)
+    slices = list(due.order_by("id").values_list("job_id", "index")[:100])
+    for vjob, vindex in slices:
+        slice_decide(vjob, vindex)
+    return len(slices)
 
 
 def decide_after_commit(job_id: int, index: int | None = None) -> None:
@@ -366,7 +363,7 @@ def _conclude(
     for verdict, group in (
         (Verdict.AGREED, agreed),
         (Verdict.REJECTED, rejected),
-        (Verdict.UNDECIDED, [r for r in undecided if r not in agreed]),
+        (Verdict.UNDECIDED, undecided),
     ):
         if group:
             Attempt.objects.filter(pk__in=[r.attempt_id for r in group]).update(
@@ -451,6 +448,8 @@ def _settle(r: _Result, verification: Verification, *, charge: bool, platform: b
 def _replica_add(job_id: int, index: int, reason: str, now: datetime, *, why: str) -> None:
     """One more replica of the slice, queued now (a spot-check's for trusted nodes only)."""
     job = Job.objects.get(pk=job_id)
+    # The hold before the job's row (lock order: docs/architecture.md); the verdict has it.
+    billing.holds_lock({job_id}, releasing_to=set())
     replica = (
         max(Task.objects.filter(job_id=job_id, index=index).values_list("replica", flat=True)) + 1
     )

@@ -8,6 +8,7 @@ The claim's statement checks the same line against the node's row (jobs/sql/clai
 """
 
 from django.conf import settings
+from django.db import transaction
 
 from nodes.models import Node
 
@@ -31,3 +32,35 @@ def spot_check_share(reliability: float, verified_results: int) -> float:
     if not trusted(reliability, verified_results):
         return most
     return min(most, max(settings.JOB_SPOTCHECK_MIN_PCT / 100, 1.0 - reliability))
+
+
+def node_vouch(*, node: Node, actor: str, reason: str) -> bool:
+    """An admin vouches for a node: it counts as having the verified results trust needs. For a
+    pool's first machines, which no trusted node of another operator can check yet (a new
+    pool, one operator's own fleet). Recorded as NodeVouched; False when it had them already."""
+    from nodes.services.cas import append_node_events, cas_update
+
+    needed = settings.JOB_TRUST_AFTER_VERIFIED
+    with transaction.atomic():
+        node = Node.objects.select_for_update().get(pk=node.pk)
+        if node.verified_results >= needed:
+            return False
+        version = cas_update(
+            node_id=node.pk, expect_state=None, sets={"verified_results": needed}, events=1
+        )
+        append_node_events(
+            node_id=node.pk,
+            version=version,
+            actor=actor,
+            events=[
+                (
+                    "NodeVouched",
+                    {
+                        "verified_results": needed,
+                        "previous": node.verified_results,
+                        "reason": reason,
+                    },
+                )
+            ],
+        )
+    return True

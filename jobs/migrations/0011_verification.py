@@ -4,6 +4,24 @@ import django.db.models.deletion
 import django.utils.timezone
 from django.db import migrations, models
 
+# Whether an operator's node already ran another replica of the task's slice: the claim's gate
+# that keeps a slice's replicas on distinct operators (jobs/sql/task_live_gates.sql). A function
+# so that the claim's statement stays short enough for psycopg to cache it (core.sql); a plain
+# SQL function, inlined by the planner. Only replicas (replica > 0) read the slice's attempts:
+# through its tasks (task_job_index) and theirs (attempt_task_number).
+_CREATE = """
+CREATE FUNCTION jobs_slice_ran_by(t jobs_task, operator bigint) RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT t.replica > 0 AND EXISTS (
+        SELECT 1 FROM jobs_task s
+          JOIN jobs_attempt a ON a.task_id = s.id
+          JOIN nodes_node o ON o.id = a.node_id
+         WHERE s.job_id = t.job_id AND s."index" = t."index" AND s.id <> t.id
+           AND o.operator_id = operator)
+$$;
+"""
+_DROP = "DROP FUNCTION jobs_slice_ran_by(jobs_task, bigint);"
+
 
 class Migration(migrations.Migration):
 
@@ -82,4 +100,5 @@ class Migration(migrations.Migration):
             model_name='verification',
             constraint=models.UniqueConstraint(fields=('job', 'index'), name='verification_job_index'),
         ),
+        migrations.RunSQL(_CREATE, _DROP),
     ]

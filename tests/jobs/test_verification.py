@@ -300,3 +300,22 @@ def test_with_no_trusted_node_of_another_operator_nothing_is_checked(
     assert Job.objects.get().state == "succeeded"
     assert not Event.objects.filter(type="ReplicaAdded").exists()
     assert settled(lease["attempt_id"]).payload["charged_minor"] > 0
+
+
+def test_an_admin_vouches_for_a_pools_first_node_and_the_vouch_is_recorded(
+    submitter, bob, dave, earned_trust, client
+):
+    node, agent = online_node(bob)
+    submitter.post("/api/v1/jobs/", job_body(priority=5), format="json")
+    assert claim(agent).status_code == 204  # untrusted, and nobody can check it
+    client.force_login(dave)
+    changelist = "/admin/nodes/node/"
+    reply = client.post(changelist, {"action": "vouch", "_selected_action": [node.pk]})
+    assert reply.status_code == 302
+    node.refresh_from_db()
+    assert node.verified_results == 3 and node_trusted(node)
+    vouched = Event.objects.get(stream=node.stream, type="NodeVouched").payload
+    assert vouched["previous"] == 0 and "dave" in vouched["reason"]
+    assert take(agent)["attempt_id"]
+    report = verify_ledger(check_chain=False)
+    assert report.ok, report.problems
