@@ -9,6 +9,7 @@ from rest_framework import serializers
 
 from core.api.fields import REGION_HELP, RegionField
 from jobs.models import Artifact, Attempt, Job, JobKind, LogChunk, Task
+from ledger.quotes import max_hold
 
 IMAGE_RE = re.compile(r"^[a-z0-9][a-z0-9._/-]{0,199}(:[A-Za-z0-9._-]{1,128})?$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -162,11 +163,13 @@ class JobIn(serializers.Serializer):
 
 
 def job_max_cost(data: dict) -> int:
-    """What a job holds at submission: price ceiling × timeout × slices × replicas. Its
-    replicas' results are each paid when they agree; a replica added to break a disagreement
-    is paid only in place of one that disagreed (jobs.verification), so this covers it."""
-    replicas = (data.get("verification") or {}).get("replicas", 1)
-    return data["price_ceiling"] * data["timeout_s"] * data["slices"] * replicas
+    """What a job holds at submission (ledger.quotes.max_hold)."""
+    return max_hold(
+        ceiling_per_s_minor=data["price_ceiling"],
+        timeout_s=data["timeout_s"],
+        slices=data["slices"],
+        replicas=(data.get("verification") or {}).get("replicas", 1),
+    )
 
 
 class ArtifactOut(serializers.ModelSerializer):

@@ -198,6 +198,7 @@ class QuoteApi(APIView):
                 slices=q["slices"],
                 spot_per_s_minor=spot,
                 expected_runtime_s=q.get("expected_runtime_s"),
+                replicas=q["replicas"],
             )
             out = {
                 "tier": tier,
