@@ -170,6 +170,9 @@ AUTH_PASSWORD_VALIDATORS = [
 
 # --- The web pages (web/) ----------------------------------------------------------------------
 
+# A hub served over HTTPS sets SECURE_COOKIES=1, so that the session and CSRF cookies never
+# travel in clear; off by default because the demo and the tests serve plain HTTP.
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", False)
 LOGIN_URL = "web:login"
 LOGIN_REDIRECT_URL = "web:home"
 LOGOUT_REDIRECT_URL = "web:landing"

@@ -213,3 +213,14 @@ def test_every_form_refuses_a_post_without_its_csrf_token(alice):
         "/login/", {"username": "alice", "password": PASSWORD, "csrfmiddlewaretoken": token}
     )
     assert logged_in.status_code == 302
+
+
+def test_a_session_reaches_the_api_only_with_its_csrf_token(alice):
+    from people.models import ApiKey
+
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(alice)
+    assert browser.get("/api/v1/me").json()["username"] == "alice"  # reads need no token
+    forged = browser.post("/api/v1/keys/", {"role": "submitter", "name": "forged"})
+    assert forged.status_code == 403 and "CSRF" in forged.json()["detail"]
+    assert not ApiKey.objects.filter(user=alice).exists()
