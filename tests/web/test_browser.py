@@ -150,3 +150,20 @@ def test_a_closed_sign_up_refuses_with_a_clear_page(page, settings, shot):
     assert response.status == 403
     assert page.get_by_role("heading", name="Sign-up is closed").is_visible()
     shot(page, "signup-closed")
+
+
+def test_too_many_log_ins_get_a_page_that_says_when_to_try_again(page, settings, shot):
+    settings.WEB_LOGIN_RATE = (1, 60)  # per address: this browser's is 127.0.0.1
+    answers = []
+    for _ in range(2):
+        page.goto("/login/")
+        page.get_by_label("Username").fill("nobody")
+        page.get_by_label("Password").fill("wrong")
+        with page.expect_response("**/login/") as answer:
+            page.get_by_role("button", name="Log in").click()
+        answers.append(answer.value.status)
+    # One attempt fits the budget (unless an earlier test spent it this minute); two do not.
+    assert answers[-1] == 429 and set(answers) <= {200, 429}
+    assert page.get_by_role("heading", name="Too many attempts").is_visible()
+    assert int(answer.value.headers["retry-after"]) >= 1
+    shot(page, "rate-limited")
