@@ -559,6 +559,8 @@ def seed_nodes(
                 "degraded_after": due,
                 "offline_after": due,
                 "capabilities": {"bench": True},
+                # An established fleet: nodes that earned their trust long ago (nodes.trust).
+                "verified_results": 1000,
             }
 
     first = model_copy(Node, rows(), reserve=count)

@@ -359,8 +359,21 @@ JOB_RETRY_BACKOFF_MAX_S = env_int("JOB_RETRY_BACKOFF_MAX_S", 300, minimum=0)
 # A node that lost a task is passed over for it until the task has waited this long (after its
 # backoff) for another node.
 JOB_EXCLUSION_GRACE_S = env_int("JOB_EXCLUSION_GRACE_S", 120, minimum=0)
-# Nodes below this reliability get only low-priority work that is not a task's last attempt.
+# Trust is earned (nodes.trust): a node is trusted once its reliability is at least this and
+# this many of its results agreed with another operator's node (jobs.verification). Untrusted
+# nodes get only low-priority work that is not a task's last attempt, or verified work.
 JOB_TRUSTED_RELIABILITY = env_int("JOB_TRUSTED_RELIABILITY_PCT", 40, minimum=0, maximum=100) / 100
+JOB_TRUST_AFTER_VERIFIED = env_int("JOB_TRUST_AFTER_VERIFIED", 5, minimum=0)
+# Spot-checks (nodes.trust.spot_check_share): the share of an untrusted node's results
+# replicated on a trusted node of another operator, which no node's share passes (0: no
+# spot-checks), and the least share of a trusted node's (its share is 1 − reliability).
+JOB_SPOTCHECK_MAX_PCT = env_int("JOB_SPOTCHECK_MAX_PCT", 100, minimum=0, maximum=100)
+JOB_SPOTCHECK_MIN_PCT = env_int("JOB_SPOTCHECK_MIN_PCT", 2, minimum=0, maximum=100)
+# A job may ask each slice to run on up to this many nodes (verification: replicas).
+JOB_MAX_REPLICAS = env_int("JOB_MAX_REPLICAS", 5, minimum=2, maximum=16)
+# This many rejected results within the window quarantine a node.
+JOB_REJECTIONS_TO_QUARANTINE = env_int("JOB_REJECTIONS_TO_QUARANTINE", 3, minimum=1)
+JOB_REJECTION_WINDOW_H = env_int("JOB_REJECTION_WINDOW_H", 24, minimum=1)
 JOB_MAX_LOG_BYTES = env_int("JOB_MAX_LOG_BYTES", 8 * 1024 * 1024, minimum=1024)
 JOB_MAX_ARTIFACT_BYTES = env_int("JOB_MAX_ARTIFACT_BYTES", 256 * 1024 * 1024, minimum=1024)
 # The most one job may hold (credit minor units): price ceiling × timeout × slices.

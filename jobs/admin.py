@@ -4,14 +4,14 @@ from django.http import HttpRequest
 from core.admin import NoEditAdmin
 from jobs.cancellation import job_cancel
 from jobs.errors import JobNotCancellable
-from jobs.models import Artifact, Attempt, Job, LogChunk, Task
+from jobs.models import Artifact, Attempt, Job, LogChunk, Task, Verification
 from ledger.display import credits, credits_per_s, money_column
 
 
 class TaskInline(admin.TabularInline):
     model = Task
     extra = 0
-    fields = ("index", "state", "attempts", "available_at", "finished_at")
+    fields = ("index", "replica", "state", "attempts", "available_at", "finished_at")
     readonly_fields = fields
     can_delete = False
     show_change_link = True
@@ -56,7 +56,16 @@ class JobAdmin(NoEditAdmin):
 class AttemptInline(admin.TabularInline):
     model = Attempt
     extra = 0
-    fields = ("number", "node", "state", "leased_at", "runtime_ms", "exit_code", "failure_class")
+    fields = (
+        "number",
+        "node",
+        "state",
+        "leased_at",
+        "runtime_ms",
+        "exit_code",
+        "failure_class",
+        "verdict",
+    )
     readonly_fields = fields
     can_delete = False
     show_change_link = True
@@ -65,7 +74,17 @@ class AttemptInline(admin.TabularInline):
 
 @admin.register(Task)
 class TaskAdmin(NoEditAdmin):
-    list_display = ("id", "job", "index", "state", "attempts", "priority", "available_at")
+    list_display = (
+        "id",
+        "job",
+        "index",
+        "replica",
+        "trusted_only",
+        "state",
+        "attempts",
+        "priority",
+        "available_at",
+    )
     list_filter = ("state",)
     inlines = [AttemptInline]
     show_full_result_count = False
@@ -84,8 +103,9 @@ class AttemptAdmin(NoEditAdmin):
         money_column("price_per_s", credits_per_s, "price"),
         "exit_code",
         "failure_class",
+        "verdict",
     )
-    list_filter = ("state", "failure_class")
+    list_filter = ("state", "failure_class", "verdict")
     show_full_result_count = False
 
 
@@ -98,3 +118,13 @@ class LogChunkAdmin(NoEditAdmin):
 @admin.register(Artifact)
 class ArtifactAdmin(NoEditAdmin):
     list_display = ("id", "attempt", "name", "size", "sha256", "created_at")
+
+
+@admin.register(Verification)
+class VerificationAdmin(NoEditAdmin):
+    """Verified slices (jobs.verification): why each was checked and what was concluded."""
+
+    list_display = ("id", "job", "index", "reason", "quorum", "budget", "state", "decided_at")
+    list_filter = ("state", "reason")
+    readonly_fields = ("detail",)
+    show_full_result_count = False

@@ -18,7 +18,7 @@ from django.db.models import F, Func, Value
 from django.utils import timezone
 
 from core.sql import statement
-from jobs import billing
+from jobs import billing, verification
 from jobs.errors import ArtifactRejected, ArtifactTooLarge, StaleLease
 from jobs.models import (
     ACTIVE_ATTEMPT_STATES,
@@ -52,6 +52,14 @@ class Fenced:
     state: str
     artifacts: int  # how many were uploaded
     figures: billing.SettleFigures
+    replica: int  # 0: the slice's only task; else a replica of a verified slice
+    trust: tuple[float, int]  # the node's reliability and verified results, when read
+
+    def ended(self) -> verification.Ended:
+        return verification.Ended(
+            self.attempt_id, self.task_id, self.job_id, self.index, self.replica, self.node_id,
+            self.figures.operator_id, *self.trust,
+        )  # fmt: skip
 
 
 def _read(attempt_id: int, token: str, node_id: int) -> Fenced:
@@ -64,7 +72,8 @@ def _read(attempt_id: int, token: str, node_id: int) -> Fenced:
     if row is None:
         raise StaleLease("this lease token is not the current lease of that attempt")
     (task_id, job_id, index, version, leased_at, timeout_s, state, expires, submitter_id,
-     operator_id, price, tier, region, kind, artifacts) = row  # fmt: skip
+     operator_id, price, tier, region, kind, artifacts, replica, reliability,
+     verified) = row  # fmt: skip
     if state not in ACTIVE_ATTEMPT_STATES or expires <= timezone.now():
         raise StaleLease(f"the lease has ended (attempt is {state})")
     figures = billing.SettleFigures(
@@ -72,7 +81,7 @@ def _read(attempt_id: int, token: str, node_id: int) -> Fenced:
     )
     return Fenced(
         attempt_id, task_id, job_id, index, node_id, version, leased_at, timeout_s, state,
-        artifacts, figures,
+        artifacts, figures, replica, (reliability, verified),
     )  # fmt: skip
 
 
@@ -296,12 +305,17 @@ def attempt_complete(
             ),
         }
         _succeed(fenced, token, now, values, event_fields)
-        charged = billing.settle(
-            attempt_id=attempt_id, runtime_ms=runtime, charge=True, figures=fenced.figures
-        )
-        job_state = job_count_finished(
-            fenced.job_id, "tasks_succeeded", now, submitter_id=fenced.figures.submitter_id
-        )
+        if verification.result_pending(fenced.ended(), now, spot_checkable=exit_code == 0):
+            # Paid and counted by its slice's verdict, when every replica has ended.
+            charged = 0
+            job_state = verification.slice_decide(fenced.job_id, fenced.index, now)
+        else:
+            charged = billing.settle(
+                attempt_id=attempt_id, runtime_ms=runtime, charge=True, figures=fenced.figures
+            )
+            job_state = job_count_finished(
+                fenced.job_id, "tasks_succeeded", now, submitter_id=fenced.figures.submitter_id
+            )
     return Outcome(TaskState.SUCCEEDED, job_state, runtime, charged)
 
 
@@ -356,6 +370,10 @@ def attempt_fail(
             outcome, task_state, counter = "requeued", TaskState.QUEUED, None
         else:
             outcome, task_state, counter = "failed", TaskState.FAILED, "tasks_failed"
+        replica = fenced.replica > 0 and not retry
+        if replica:
+            # The slice's lock before the hold's (a settlement's), as its verdict takes them.
+            verification.slice_lock(fenced.job_id, fenced.index)
         if retry:
             _requeue_task(fenced.task_id, node_id, now)
         else:
@@ -372,16 +390,27 @@ def attempt_fail(
             outcome=outcome,
         )
         charge = failure_class != FailureClass.INFRA
-        charged = billing.settle(
-            attempt_id=attempt_id, runtime_ms=runtime, charge=charge, figures=fenced.figures
-        )
-        job_state = (
-            job_count_finished(
-                fenced.job_id, counter, now, submitter_id=fenced.figures.submitter_id
+        if replica and not cancelled and charge:
+            # A result (the job's own failure, a timeout) of a verified slice: its verdict pays
+            # and counts it.
+            verification.result_pending(fenced.ended(), now, spot_checkable=False)
+            charged = 0
+        else:
+            charged = billing.settle(
+                attempt_id=attempt_id, runtime_ms=runtime, charge=charge, figures=fenced.figures
             )
-            if counter
-            else None
-        )
+        if replica and counter != "tasks_cancelled":
+            job_state = verification.slice_decide(fenced.job_id, fenced.index, now)
+        else:
+            job_state = (
+                job_count_finished(
+                    fenced.job_id, counter, now, submitter_id=fenced.figures.submitter_id
+                )
+                if counter
+                else None
+            )
+            if replica:  # cancelled: its slice concludes once every replica has ended
+                job_state = verification.slice_decide(fenced.job_id, fenced.index, now) or job_state
     if failure_class == FailureClass.INFRA and not cancelled:
         billing.record_outcome(node_id=node_id, success=False)
     if retry:

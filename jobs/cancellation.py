@@ -7,6 +7,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from jobs import verification
 from jobs.attempts import job_count_finished
 from jobs.errors import JobNotCancellable
 from jobs.models import ACTIVE_ATTEMPT_STATES, Attempt, Job, JobState, Task, TaskState
@@ -58,6 +59,9 @@ def job_cancel(*, job: Job, actor: str) -> Cancelled:
         )
         if queued:
             job_count_finished(job.pk, "tasks_cancelled", now, by=len(queued))
+            # A verified slice whose other replicas had ended concludes now (after commit: its
+            # lock comes before the hold's, which the count above has taken).
+            verification.decide_after_commit(job.pk)
             # Claims passed over the rows held here; one that found nothing else waits for
             # work, and must look again once they are gone (jobs.claim, the small node's pick).
             transaction.on_commit(notify_work)

@@ -92,6 +92,8 @@ def claim_params(profile: NodeProfile, now: datetime) -> dict[str, Any]:
         "node_version": profile.version,
         "claimable": list(CLAIMABLE_STATES),
         "trusted_min": settings.JOB_TRUSTED_RELIABILITY,
+        "verified_min": settings.JOB_TRUST_AFTER_VERIFIED,
+        "operator": profile.operator_id,
         "spot_region": profile.price.spot_region,
         "spot_tier": profile.price.spot_tier,
         "spot_seen": profile.price.spot_seen,

@@ -17,7 +17,22 @@ register(
         "price_ceiling": INT,
         "max_cost": INT,
         "requirements": {"type": "object"},
+        "replicas": INT,
+        "quorum": INT,
     },
+    # A job submitted before verification existed states no replicas: one each.
+    required=[
+        "job_id",
+        "submitter_id",
+        "kind",
+        "slices",
+        "priority",
+        "timeout_s",
+        "max_attempts",
+        "price_ceiling",
+        "max_cost",
+        "requirements",
+    ],
 )
 register("JobStarted", properties={"job_id": INT})
 register(
@@ -73,4 +88,33 @@ register(
 )
 register(
     "TaskCancelled", properties={**TASK_REF, "attempt_id": NULLABLE_INT, "reason": NULLABLE_STR}
+)
+
+# Verification (jobs.verification): on the job's stream.
+register(
+    "ReplicaAdded",
+    properties={
+        **TASK_REF,
+        "replica": INT,
+        "reason": {"enum": ["requested", "spot_check"]},
+        "why": STR,
+    },
+    description="A replica of a slice was added: a spot-check, or one more to break a tie.",
+)
+register(
+    "SliceVerified",
+    properties={
+        "job_id": INT,
+        "index": NON_NEGATIVE_INT,
+        "reason": {"enum": ["requested", "spot_check"]},
+        "outcome": {"enum": ["agreed", "no_quorum", "cancelled"]},
+        "quorum": INT,
+        "result": {"type": ["object", "null"]},
+        "agreed": {"type": "array", "items": INT},
+        "rejected": {"type": "array", "items": INT},
+        "undecided": {"type": "array", "items": INT},
+        "detail": STR,
+    },
+    description="A verified slice's verdict: the result a quorum of operators agreed on, the "
+    "attempts that agreed (paid) and those that did not (rejected: not paid).",
 )

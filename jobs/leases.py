@@ -18,7 +18,7 @@ from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from core.sql import statement
-from jobs import billing
+from jobs import billing, verification
 from jobs.attempts import backoff_until, exclude_node, job_count_finished
 from jobs.claim import lease_duration
 from jobs.models import ACTIVE_ATTEMPT_STATES, Attempt, AttemptState, Task, TaskState
@@ -68,6 +68,9 @@ def leases_reap(*, now: datetime | None = None) -> int:
         _blame(blamed, now)
         total += len(lost)
         if len(lost) < REAP_BATCH:
+            # Any slice whose verdict an ended replica left undecided (a crash between a commit
+            # and its decision after it): idempotent, and nothing to read when none is open.
+            verification.verifications_decide_due()
             return total
 
 
@@ -154,6 +157,7 @@ def _lose(attempt_ids: list[int], *, reason: str, now: datetime) -> list[tuple[i
             "job__submitter_id",
             "current_attempt__cancel_requested",
             "job__cancel_requested_at",
+            "replica",
         )
     )
     # The attempt's cancel flag, or its job's (an attempt no cancel could flag).
@@ -205,7 +209,11 @@ def _lose(attempt_ids: list[int], *, reason: str, now: datetime) -> list[tuple[i
         if outcome == "requeued":
             requeued = True
         else:
-            job_count_finished(job_id, f"tasks_{outcome}", now)
+            if not (row[12] and outcome == "failed"):  # a replica counts with its slice's verdict
+                job_count_finished(job_id, f"tasks_{outcome}", now)
+            if row[12]:
+                # Its slice's lock may not be taken here, behind the batch's holds: after commit.
+                verification.decide_after_commit(job_id, index)
     if requeued:
         transaction.on_commit(notify_work)
     return blamed

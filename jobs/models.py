@@ -52,6 +52,16 @@ class FailureClass(models.TextChoices):
     TIMEOUT = "timeout"
 
 
+class Verdict(models.TextChoices):
+    """What the hub concluded of an attempt's result by comparing it with other nodes'."""
+
+    UNCHECKED = ""  # nobody compared it: a task that is not verified
+    PENDING = "pending"  # its result waits for the other replicas of its slice
+    AGREED = "agreed"  # in the canonical group: paid
+    REJECTED = "rejected"  # disagreed with the canonical result: not paid, counted against it
+    UNDECIDED = "undecided"  # the slice reached no quorum, or was cancelled first
+
+
 TERMINAL_TASK_STATES = (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED)
 ACTIVE_ATTEMPT_STATES = (AttemptState.LEASED, AttemptState.RUNNING)
 
@@ -80,6 +90,14 @@ class Job(models.Model):
     timeout_s = models.PositiveIntegerField()
     max_attempts = models.PositiveSmallIntegerField(default=3)
     price_ceiling = models.PositiveIntegerField()  # credit minor units per second, per task
+    # Result verification the submitter asked for (jobs.verification): each slice runs on
+    # `replicas` nodes of distinct operators and its result is the one `quorum` of them agree
+    # on. 1 and 1: not asked (the hub may still spot-check a slice).
+    replicas = models.PositiveSmallIntegerField(default=1, db_default=1)
+    quorum = models.PositiveSmallIntegerField(default=1, db_default=1)
+    # Tasks added after submission (a replica to break a disagreement, a spot-check): the job
+    # has slices × replicas + extra_tasks tasks, and ends when every one of them has.
+    extra_tasks = models.PositiveIntegerField(default=0, db_default=0)
     # NULL, not "": many jobs have no key, and the unique constraint must ignore them.
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     request_fingerprint = models.CharField(max_length=64)
@@ -117,11 +135,20 @@ class Job(models.Model):
     def tasks_done(self) -> int:
         return self.tasks_succeeded + self.tasks_failed + self.tasks_cancelled
 
+    @property
+    def tasks_total(self) -> int:
+        return self.slices * self.replicas + self.extra_tasks
+
 
 class Task(models.Model):
     # Indexed by task_job_index (job, index), which leads with it.
     job = models.ForeignKey(Job, on_delete=models.PROTECT, related_name="tasks", db_index=False)
     index = models.PositiveIntegerField()
+    # 0 for a slice's only task; 1, 2, … for the replicas of a verified slice (jobs.verification),
+    # which run on nodes of distinct operators and get the same slice index.
+    replica = models.PositiveSmallIntegerField(default=0, db_default=0)
+    # A spot-check's replica: only a trusted node may take it.
+    trusted_only = models.BooleanField(default=False, db_default=False)
     state = models.CharField(max_length=16, choices=TaskState.choices, default=TaskState.QUEUED)
     # Denormalised from the job so the claim reads one table through one index.
     priority = models.SmallIntegerField(default=0)
@@ -154,7 +181,7 @@ class Task(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["job", "index"], name="task_job_index"),
+            models.UniqueConstraint(fields=["job", "index", "replica"], name="task_job_index"),
         ]
         indexes = [
             # The claim: WHERE state = 'queued' AND available_at <= now() … ORDER BY priority
@@ -228,6 +255,11 @@ class Attempt(models.Model):
     message = models.CharField(max_length=200, blank=True)
     cancel_requested = models.BooleanField(default=False)
     log_bytes = models.PositiveBigIntegerField(default=0)
+    # A database default too: the claim's statement inserts attempts (jobs/sql/claim_lease.sql).
+    verdict = models.CharField(
+        max_length=16, choices=Verdict.choices, blank=True, default="", db_default=""
+    )
+    verdict_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -250,6 +282,49 @@ class Attempt(models.Model):
 
     def __str__(self) -> str:
         return f"attempt {self.pk} of task {self.task_id} on node {self.node_id}"
+
+
+class VerificationReason(models.TextChoices):
+    REQUESTED = "requested"  # the submitter asked for replicas: the submitter pays each
+    SPOT_CHECK = "spot_check"  # the hub checks a node it does not trust yet: the platform pays
+
+
+class VerificationState(models.TextChoices):
+    OPEN = "open"
+    AGREED = "agreed"
+    NO_QUORUM = "no_quorum"
+    CANCELLED = "cancelled"
+
+
+class Verification(models.Model):
+    """One slice whose result is decided by comparing replicas (jobs.verification). Its row is
+    the lock that serialises the slice's verdict: replicas ending together wait on it."""
+
+    job = models.ForeignKey(Job, on_delete=models.PROTECT, related_name="+", db_index=False)
+    index = models.PositiveIntegerField()
+    reason = models.CharField(max_length=16, choices=VerificationReason.choices)
+    quorum = models.PositiveSmallIntegerField()
+    # The most replicas the slice may run: those asked for, then one more each time the ended
+    # ones can no longer reach the quorum, until this many have run.
+    budget = models.PositiveSmallIntegerField()
+    state = models.CharField(
+        max_length=16, choices=VerificationState.choices, default=VerificationState.OPEN
+    )
+    detail = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["job", "index"], name="verification_job_index"),
+        ]
+        indexes = [
+            # The reaper's look for slices left undecided: the open ones only.
+            models.Index(fields=["id"], name="verification_open", condition=Q(state="open")),
+        ]
+
+    def __str__(self) -> str:
+        return f"verification of job {self.job_id} slice {self.index} ({self.state})"
 
 
 class LogChunk(models.Model):

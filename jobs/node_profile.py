@@ -4,12 +4,12 @@ again whenever the claim's statement finds the row has moved since (jobs/sql/cla
 from dataclasses import dataclass
 from functools import cached_property
 
-from django.conf import settings
 from django.utils import timezone
 
 from jobs import billing
 from jobs.size_class import node_size_classes
 from nodes.models import CLAIMABLE_STATES, Node
+from nodes.trust import node_trusted
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class NodeProfile:
     disk_mb: int
     gpu_count: int
     price: billing.NodePrice
-    trusted: bool  # reliability high enough for high-priority work and last attempts
+    trusted: bool  # trust earned (nodes.trust): high-priority work, last attempts, spot-checks
     fit: float  # tier multiplier: better nodes are woken first when work arrives
 
     @property
@@ -59,7 +59,7 @@ def profile_for(node: Node, *, fresh: bool = False) -> NodeProfile:
         disk_mb=node.disk_mb or 0,
         gpu_count=node.gpu_count,
         price=billing.node_price(node, fresh=fresh),
-        trusted=node.reliability >= settings.JOB_TRUSTED_RELIABILITY,
+        trusted=node_trusted(node),
         fit=billing.tier_multiplier(node.tier),
     )
 

@@ -18,18 +18,22 @@ class TasksProjection:
 
     def reset(self) -> None:
         self.jobs: dict[int, list] = {}  # job_id -> [state, slices]
-        self.tasks: dict[tuple[int, int], list] = {}  # (job_id, index) -> [state, attempts]
-        self.settled: dict[int, int] = {}  # attempt_id -> AttemptSettled events
+        # task_id -> [state, attempts], for every task the log has spoken of; the others are
+        # still as submitted: queued, never claimed.
+        self.tasks: dict[int, list] = {}
+        self.task_count: dict[int, int] = {}  # job_id -> its tasks: submitted and added
+        self.settled: dict[int, int] = {}  # attempt_id -> its settlements (by a hold or spot-check)
         self.cancel_requested: set[int] = set()  # jobs with a JobCancelRequested
 
     def apply(self, event: Event) -> None:
         kind, p = event.type, event.payload
-        if kind == "AttemptSettled":
+        if kind in ("AttemptSettled", "SpotCheckSettled"):
             self.settled[p["attempt_id"]] = self.settled.get(p["attempt_id"], 0) + 1
         elif kind == "JobSubmitted":
             self.jobs[p["job_id"]] = ["queued", p["slices"]]
-            for index in range(p["slices"]):
-                self.tasks[(p["job_id"], index)] = ["queued", 0]
+            self.task_count[p["job_id"]] = p["slices"] * p.get("replicas", 1)
+        elif kind == "ReplicaAdded":
+            self.task_count[p["job_id"]] += 1
         elif kind == "JobStarted":
             self.jobs[p["job_id"]][0] = "running"
         elif kind == "JobCancelRequested":
@@ -37,13 +41,13 @@ class TasksProjection:
         elif kind == "JobFinished":
             self.jobs[p["job_id"]][0] = p["state"]
         elif kind in _TASK_STATE or kind in ("AttemptFailed", "AttemptLost"):
-            task = self.tasks[(p["job_id"], p["index"])]
+            task = self.tasks.setdefault(p["task_id"], ["queued", 0])
             task[0] = _TASK_STATE.get(kind) or p["outcome"].replace("requeued", "queued")
             if kind == "TaskClaimed":
                 task[1] += 1
 
     def diff(self) -> list[str]:
-        from jobs.models import ACTIVE_ATTEMPT_STATES, Attempt, Job, Task
+        from jobs.models import ACTIVE_ATTEMPT_STATES, Attempt, Job, Task, Verdict
 
         problems: list[str] = []
         live_jobs, flagged = {}, set()
@@ -69,23 +73,33 @@ class TasksProjection:
                 f"{'set' if job_id in flagged else 'not set'} in the table, with {said} "
                 "JobCancelRequested in the log"
             )
-        live_tasks = {
-            (job_id, index): [state, attempts]
-            for job_id, index, state, attempts in Task.objects.values_list(
-                "job_id", "index", "state", "attempts"
-            ).iterator(chunk_size=10_000)
-        }
-        for key in sorted(set(live_tasks) | set(self.tasks)):
-            if live_tasks.get(key) != self.tasks.get(key):
+        live_tasks, live_count = {}, {}
+        for task_id, job_id, state, attempts in Task.objects.values_list(
+            "id", "job_id", "state", "attempts"
+        ).iterator(chunk_size=10_000):
+            live_tasks[task_id] = [state, attempts]
+            live_count[job_id] = live_count.get(job_id, 0) + 1
+        for job_id in sorted(set(live_count) | set(self.task_count)):
+            if live_count.get(job_id, 0) != self.task_count.get(job_id, 0):
                 problems.append(
-                    f"jobs: task {key[0]}#{key[1]} is {live_tasks.get(key)} "
-                    f"(state, attempts) in the table, {self.tasks.get(key)} in the log"
+                    f"jobs: job {job_id} has {live_count.get(job_id, 0)} tasks in the table, "
+                    f"{self.task_count.get(job_id, 0)} in the log"
+                )
+        for task_id in sorted(set(live_tasks) | set(self.tasks)):
+            replayed = self.tasks.get(task_id, ["queued", 0] if task_id in live_tasks else None)
+            if live_tasks.get(task_id) != replayed:
+                problems.append(
+                    f"jobs: task {task_id} is {live_tasks.get(task_id)} "
+                    f"(state, attempts) in the table, {replayed} in the log"
                 )
                 if len(problems) > 50:
                     break
-        # Every attempt that ended is settled exactly once (at zero when not charged).
-        ended = Attempt.objects.exclude(state__in=ACTIVE_ATTEMPT_STATES).values_list(
-            "id", flat=True
+        # Every attempt that ended is settled exactly once (at zero when not charged), but a
+        # verified slice's result that waits for its verdict (jobs.verification), not yet.
+        ended = (
+            Attempt.objects.exclude(state__in=ACTIVE_ATTEMPT_STATES)
+            .exclude(verdict=Verdict.PENDING)
+            .values_list("id", flat=True)
         )
         for attempt_id in ended.iterator(chunk_size=10_000):
             count = self.settled.get(attempt_id, 0)

@@ -54,6 +54,25 @@ class RequirementsIn(serializers.Serializer):
         return attrs
 
 
+class VerificationIn(serializers.Serializer):
+    replicas = serializers.IntegerField(
+        min_value=2, help_text="how many nodes, of distinct operators, run each slice"
+    )
+    quorum = serializers.IntegerField(
+        min_value=2, help_text="how many of them must agree on the exit code and every output"
+    )
+
+    def validate_replicas(self, value: int) -> int:
+        if value > settings.JOB_MAX_REPLICAS:
+            raise serializers.ValidationError(f"at most {settings.JOB_MAX_REPLICAS} replicas")
+        return value
+
+    def validate(self, attrs: dict) -> dict:
+        if attrs["quorum"] > attrs["replicas"]:
+            raise serializers.ValidationError({"quorum": ["cannot be more than replicas"]})
+        return attrs
+
+
 class JobIn(serializers.Serializer):
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
     kind = serializers.ChoiceField(choices=JobKind.choices)
@@ -86,6 +105,11 @@ class JobIn(serializers.Serializer):
         min_value=1,
         max_value=1_000_000,
         help_text="the most you pay per second per task, in credit minor units",
+    )
+    verification = VerificationIn(
+        required=False,
+        help_text="run each slice on several nodes and keep the result a quorum agrees on; "
+        "each replica is paid (docs/api.md, Verified results)",
     )
 
     def validate_env(self, value: dict) -> dict:
@@ -124,17 +148,25 @@ class JobIn(serializers.Serializer):
                 raise serializers.ValidationError(errors)
         elif not attrs.get("script"):
             raise serializers.ValidationError({"script": ["a script job needs a script"]})
-        max_cost = attrs["price_ceiling"] * attrs["timeout_s"] * attrs["slices"]
+        max_cost = job_max_cost(attrs)
         if max_cost > settings.JOB_MAX_COST:
             raise serializers.ValidationError(
                 {
                     "price_ceiling": [
-                        f"ceiling × timeout × slices = {max_cost} passes the "
+                        f"ceiling × timeout × slices × replicas = {max_cost} passes the "
                         f"{settings.JOB_MAX_COST} limit for one job"
                     ]
                 }
             )
         return attrs
+
+
+def job_max_cost(data: dict) -> int:
+    """What a job holds at submission: price ceiling × timeout × slices × replicas. Its
+    replicas' results are each paid when they agree; a replica added to break a disagreement
+    is paid only in place of one that disagreed (jobs.verification), so this covers it."""
+    replicas = (data.get("verification") or {}).get("replicas", 1)
+    return data["price_ceiling"] * data["timeout_s"] * data["slices"] * replicas
 
 
 class ArtifactOut(serializers.ModelSerializer):
@@ -158,6 +190,9 @@ class AttemptOut(serializers.ModelSerializer):
             "finished_at",
             "runtime_ms",
             "price_per_s",
+            # Of a verified slice's replica: pending, agreed (the result stands, paid),
+            # rejected (it disagreed: not paid) or undecided; blank when nothing compared it.
+            "verdict",
             "exit_code",
             "failure_class",
             "detail",
@@ -174,12 +209,13 @@ class TaskOut(serializers.ModelSerializer):
 
     class Meta:
         model = Task
-        fields = ("id", "index", "state", "attempts", "available_at", "finished_at")
+        fields = ("id", "index", "replica", "state", "attempts", "available_at", "finished_at")
         # "attempts" here is the list; the count is len(attempts).
 
 
 class JobOut(serializers.ModelSerializer):
     requirements = serializers.SerializerMethodField()
+    verification = serializers.SerializerMethodField()
 
     class Meta:
         model = Job
@@ -194,6 +230,7 @@ class JobOut(serializers.ModelSerializer):
             "max_attempts",
             "price_ceiling",
             "max_cost",
+            "verification",
             "tasks_succeeded",
             "tasks_failed",
             "tasks_cancelled",
@@ -203,6 +240,11 @@ class JobOut(serializers.ModelSerializer):
             # Set by the first cancel: the job may still be running while its tasks stop.
             "cancel_requested_at",
         )
+
+    def get_verification(self, job: Job) -> dict | None:
+        if job.replicas == 1:
+            return None
+        return {"replicas": job.replicas, "quorum": job.quorum}
 
     def get_requirements(self, job: Job) -> dict:
         return {

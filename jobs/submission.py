@@ -7,6 +7,8 @@ from django.db import transaction
 
 from jobs import billing
 from jobs.models import Job, JobKind, Task
+from jobs.serializers import job_max_cost
+from jobs.verification import verification_open_requested
 from jobs.wakeup import notify_work
 from ledger.canonical import canonical_json, sha256_hex
 from ledger.errors import IdempotencyConflict
@@ -58,7 +60,8 @@ def job_submit(
     """
     fingerprint = sha256_hex(canonical_json(data))
     req = data["requirements"]
-    max_cost = data["price_ceiling"] * data["timeout_s"] * data["slices"]
+    max_cost = job_max_cost(data)
+    asked = data.get("verification") or {"replicas": 1, "quorum": 1}
     with transaction.atomic():
         if idempotency_key:
             idempotency_key_lock(f"job:{submitter_id}:{idempotency_key}")
@@ -85,15 +88,21 @@ def job_submit(
             timeout_s=data["timeout_s"],
             max_attempts=data["max_attempts"],
             price_ceiling=data["price_ceiling"],
+            replicas=asked["replicas"],
+            quorum=asked["quorum"],
             idempotency_key=idempotency_key,
             request_fingerprint=fingerprint,
             max_cost=max_cost,
         )
+        # A verified job's slices each run as replicas 1…N (jobs.verification); a plain one's
+        # as replica 0.
+        replicas = range(1, job.replicas + 1) if job.replicas > 1 else (0,)
         Task.objects.bulk_create(
             [
                 Task(
                     job=job,
                     index=i,
+                    replica=replica,
                     priority=job.priority,
                     min_vram_mb=job.min_vram_mb,
                     cpu_cores=job.cpu_cores,
@@ -109,9 +118,12 @@ def job_submit(
                     available_at=job.created_at,
                 )
                 for i in range(job.slices)
+                for replica in replicas
             ],
             batch_size=1000,
         )
+        if job.replicas > 1:
+            verification_open_requested(job)
         event_append(
             stream=job.stream,
             type="JobSubmitted",
@@ -128,6 +140,8 @@ def job_submit(
                 "price_ceiling": job.price_ceiling,
                 "max_cost": max_cost,
                 "requirements": req,
+                "replicas": job.replicas,
+                "quorum": job.quorum,
             },
         )
         billing.hold(job=job)

@@ -21,6 +21,9 @@ from ledger.models import Account, AccountKind
 from ledger.services import account_open
 
 REVENUE = "platform:revenue"
+# The platform's spending on spot-checks (jobs.verification): a revenue account that may go
+# below zero, so the books show what checking untrusted nodes costs against what fees earn.
+VERIFICATION = "platform:verification"
 FUNDING = "external:funding"
 PAYOUTS = "external:payouts"
 
@@ -43,6 +46,7 @@ def job_held_code(job_id: int) -> str:
 
 _KIND_OF_SYSTEM = {
     REVENUE: AccountKind.REVENUE,
+    VERIFICATION: AccountKind.REVENUE,
     FUNDING: AccountKind.FUNDING,
     PAYOUTS: AccountKind.PAYOUTS,
 }
@@ -65,7 +69,7 @@ def account_ensure(*, code: str, kind: str, owner_id: int | None = None) -> Acco
                 code=code,
                 kind=kind,
                 owner_id=owner_id,
-                allow_negative=kind == AccountKind.FUNDING,
+                allow_negative=kind == AccountKind.FUNDING or code == VERIFICATION,
             )
     except ConflictError:
         return Account.objects.get(code=code)

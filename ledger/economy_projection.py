@@ -79,6 +79,22 @@ class EconomyProjection:
         figures = settlement_recompute(event, rules=rules)
         self.problems.extend(f"economy: {line}" for line in settlement_check(event, figures))
 
+    def _on_SpotCheckSettled(self, event: Event, p: dict) -> None:
+        """A spot-check the platform paid: the operator's share of its cost, recomputed."""
+        rules = self._rules_of(p["book_version"])
+        billed = quotes.billed_ms(runtime_ms=p["runtime_ms"], timeout_ms=p["timeout_ms"])
+        cost = quotes.cost_minor(price_per_s_minor=p["price_per_s_minor"], billed_ms=billed)
+        fee_bps = rules.platform_fee_bps if rules is not None else None
+        expected = {"billed_ms": billed, "cost_minor": cost, "fee_bps": fee_bps}
+        if fee_bps is not None:
+            expected["operator_minor"] = quotes.fee_split(cost=cost, fee_bps=fee_bps).operator
+        self.problems.extend(
+            f"economy: spot-check settlement {event.pk} (attempt {p['attempt_id']}): {name} "
+            f"recorded {p[name]}, recomputed {value}"
+            for name, value in expected.items()
+            if p[name] != value
+        )
+
     # --- cashouts ---
 
     def _on_CashoutRequested(self, event: Event, p: dict) -> None:

@@ -6,6 +6,7 @@ from typing import Any
 from ledger.accounts import (
     FUNDING,
     REVENUE,
+    VERIFICATION,
     available_code,
     cashout_code,
     earnings_code,
@@ -159,6 +160,46 @@ ATTEMPT_SETTLED = register(
     ],
     description="An attempt's cost, from its job's hold to the operator and the platform.",
     check=_settled,
+)
+SPOT_CHECK_SETTLED = register(
+    "SpotCheckSettled",
+    properties={
+        "attempt_id": POSITIVE_INT,
+        "job_id": POSITIVE_INT,
+        "operator_id": POSITIVE_INT,
+        "node_id": POSITIVE_INT,
+        "price_per_s_minor": NON_NEGATIVE_INT,
+        "runtime_ms": NON_NEGATIVE_INT,
+        "timeout_ms": NON_NEGATIVE_INT,
+        "billed_ms": NON_NEGATIVE_INT,
+        "cost_minor": NON_NEGATIVE_INT,
+        "operator_minor": NON_NEGATIVE_INT,
+        "fee_bps": NON_NEGATIVE_INT,
+        "book_version": POSITIVE_INT,
+        "priced_at": _DATETIME,
+        "postings": POSTINGS,
+    },
+    required=[
+        "attempt_id",
+        "job_id",
+        "operator_id",
+        "node_id",
+        "price_per_s_minor",
+        "runtime_ms",
+        "timeout_ms",
+        "billed_ms",
+        "cost_minor",
+        "operator_minor",
+        "fee_bps",
+        "book_version",
+        "priced_at",
+    ],
+    description="A spot-check's attempt, paid by the platform's verification account: the "
+    "operator's share of its cost, as a submitter's payment would have given it.",
+    check=lambda p: moves_differ(
+        p,
+        {VERIFICATION: -p["operator_minor"], earnings_code(p["operator_id"]): p["operator_minor"]},
+    ),
 )
 CASHOUT_REQUESTED = register(
     "CashoutRequested",

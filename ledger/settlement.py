@@ -25,6 +25,7 @@ from core.sql import statement
 from ledger import quotes, writes
 from ledger.accounts import (
     REVENUE,
+    VERIFICATION,
     account_ensure,
     available_code,
     earnings_code,
@@ -298,6 +299,72 @@ def attempt_settle(
             idempotency_key=key,
             key_checked=True,
         )
+
+
+def spot_check_settle(
+    *,
+    attempt_id: int,
+    job_id: int,
+    operator_id: int,
+    price_per_s_minor: int,
+    runtime_ms: int,
+    timeout_ms: int,
+    priced_at: datetime,
+    node_id: int,
+    actor: str = "system:verification",
+) -> Entry | None:
+    """Settle a spot-check's attempt, paid by the platform (jobs.verification): the operator
+    earns what the same work earns when a submitter pays (the cost at its price, less the fee
+    of the book in force when it claimed), from `platform:verification`, not from any hold.
+
+    The same idempotency key and stream as `attempt_settle` (`settle:attempt:<id>`, version 0):
+    an attempt is settled once, one way or the other."""
+    for name, value in (("attempt_id", attempt_id), ("job_id", job_id)):
+        _require(name, value, minimum=1)
+    _require("operator_id", operator_id, minimum=1)
+    key = settle_key(attempt_id)
+    billed = quotes.billed_ms(runtime_ms=runtime_ms, timeout_ms=timeout_ms)
+    cost = quotes.cost_minor(price_per_s_minor=price_per_s_minor, billed_ms=billed)
+    book = fee_at(priced_at)
+    split = quotes.fee_split(cost=cost, fee_bps=book.platform_fee_bps)
+    payload = {
+        "attempt_id": attempt_id,
+        "job_id": job_id,
+        "operator_id": operator_id,
+        "node_id": node_id,
+        "price_per_s_minor": price_per_s_minor,
+        "runtime_ms": runtime_ms,
+        "timeout_ms": timeout_ms,
+        "billed_ms": billed,
+        "cost_minor": cost,
+        "operator_minor": split.operator,
+        "fee_bps": book.platform_fee_bps,
+        "book_version": book.version,
+        "priced_at": priced_at.isoformat(),
+    }
+    if split.operator == 0:
+        event_append(
+            stream=key,
+            type="SpotCheckSettled",
+            payload=payload,
+            actor=actor,
+            expected_version=0,
+            idempotency_key=key,
+        )
+        return None
+    earnings = account_ensure(
+        code=earnings_code(operator_id), kind=AccountKind.EARNINGS, owner_id=operator_id
+    )
+    return entry_post(
+        kind="spot_check",
+        legs=[Leg(system_account(VERIFICATION), -split.operator), Leg(earnings, split.operator)],
+        stream=key,
+        expected_version=0,
+        event_type="SpotCheckSettled",
+        payload=payload,
+        actor=actor,
+        idempotency_key=key,
+    )
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from nodes.services import (
     node_retire,
     node_tier_confirm,
 )
+from nodes.trust import node_vouch
 
 
 def _actor(request: HttpRequest) -> str:
@@ -52,6 +53,7 @@ class NodeAdmin(admin.ModelAdmin):
         "benchmark_now",
         "confirm_claimed_tier",
         "withdraw_confirmed_tier",
+        "vouch",
     ]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Node | None = None) -> list[str]:
@@ -104,6 +106,12 @@ class NodeAdmin(admin.ModelAdmin):
                 reason=f"confirmed in the admin by {request.user.get_username()}",
             )
         messages.success(request, f"Confirmed the claimed tier of {queryset.count()} node(s).")
+
+    @admin.action(description="Vouch for the selected nodes (trusted without verified results)")
+    def vouch(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
+        reason = f"vouched for in the admin by {request.user.get_username()}"
+        done = sum(node_vouch(node=node, actor=_actor(request), reason=reason) for node in queryset)
+        messages.success(request, f"Vouched for {done} node(s).")
 
     @admin.action(description="Withdraw the confirmed tier of the selected nodes")
     def withdraw_confirmed_tier(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:

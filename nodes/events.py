@@ -119,6 +119,11 @@ register(
     description="The GPU the node names is far above what its benchmark measured.",
 )
 register(
+    "NodeVouched",
+    properties={"verified_results": INT, "previous": INT, "reason": STR},
+    description="An admin vouched for the node: it counts as having earned its trust.",
+)
+register(
     "NodeTierConfirmed",
     properties={"tier": STR, "previous_tier": STR, "reason": STR},
     description="An admin confirmed the tier of a GPU the benchmark cannot measure.",

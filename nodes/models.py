@@ -99,6 +99,9 @@ class Node(models.Model):
     reliability = models.FloatField(default=PRIOR_ALPHA / (PRIOR_ALPHA + PRIOR_BETA))
     reliability_at = models.DateTimeField(default=timezone.now)
     consecutive_failures = models.PositiveSmallIntegerField(default=0)
+    # Results of this node that agreed with another operator's (jobs.verification): trust is
+    # earned by these (nodes.trust), not given on day one.
+    verified_results = models.PositiveIntegerField(default=0, db_default=0)
     cooldown_until = models.DateTimeField(null=True, blank=True)
 
     # Measured hardware (nodes.benchmarks). `tier` above is what the node is paid and routed as:

@@ -15,6 +15,7 @@ from ledger.pricing import NoRulesInForce, spot_price_get
 from ledger.quotes import cost_per_tflop_hour, node_price
 from nodes.measured import headline_tflops
 from nodes.models import Node
+from nodes.trust import node_trusted
 
 MAX_GPUS = 16
 MAX_MB = 2**31 - 1  # the columns' range: 2 PB
@@ -127,6 +128,9 @@ class NodeUpdateIn(serializers.Serializer):
 
 class NodeOut(serializers.ModelSerializer):
     reliability = serializers.SerializerMethodField()
+    trusted = serializers.SerializerMethodField(
+        help_text="Trust earned (docs/nodes.md): enough reliability and verified results."
+    )
     measured_tflops = serializers.SerializerMethodField(
         help_text="Its best GPU's measured float32 TFLOPS (no GPU: CPU GFLOPS / 1000)."
     )
@@ -155,6 +159,8 @@ class NodeOut(serializers.ModelSerializer):
             "cost_per_tflop_hour_minor",
             "price_floor",
             "reliability",
+            "verified_results",
+            "trusted",
             "gpu_count",
             "gpu_name",
             "gpu_vendor",
@@ -183,6 +189,9 @@ class NodeOut(serializers.ModelSerializer):
 
     def get_reliability(self, node: Node) -> float:
         return round(node.reliability, 3)
+
+    def get_trusted(self, node: Node) -> bool:
+        return node_trusted(node)
 
     def get_measured_tflops(self, node: Node) -> float | None:
         return headline_tflops(node.measured)
@@ -298,6 +307,9 @@ class AgentMeOut(serializers.ModelSerializer):
 
     def get_reliability(self, node: Node) -> float:
         return round(node.reliability, 3)
+
+    def get_trusted(self, node: Node) -> bool:
+        return node_trusted(node)
 
     def get_heartbeat_interval_s(self, node: Node) -> int:
         return settings.NODE_HEARTBEAT_INTERVAL_S

@@ -61,6 +61,33 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def _vouched_pool(settings) -> None:
+    """The pool of every test that is not about trust: its nodes are trusted from their first
+    claim and never spot-checked, as before trust had to be earned, so each of those tests
+    keeps to its own subject. The tests of earned trust and verification
+    (tests/jobs/test_verification.py, tests/e2e/test_verification.py) set the production rules
+    back (`earned_trust`)."""
+    settings.JOB_TRUST_AFTER_VERIFIED = 0
+    settings.JOB_SPOTCHECK_MAX_PCT = 0
+
+
+# The same pool for the processes of a live stack (tests/e2e/conftest.py).
+VOUCHED_POOL_ENV = {"JOB_TRUST_AFTER_VERIFIED": "0", "JOB_SPOTCHECK_MAX_PCT": "0"}
+
+
+@pytest.fixture
+def earned_trust(settings) -> None:
+    """Trust earned as in production, after 3 verified results; every result of an untrusted
+    node spot-checked."""
+    from jobs.verification import forget_checkers
+
+    settings.JOB_TRUST_AFTER_VERIFIED = 3
+    settings.JOB_SPOTCHECK_MAX_PCT = 100
+    settings.JOB_SPOTCHECK_MIN_PCT = 0
+    forget_checkers()
+
+
 @pytest.fixture
 def pg() -> None:
     assert connection.vendor == "postgresql"

@@ -13,7 +13,8 @@ node AS MATERIALIZED (
      WHERE n.id = %(node)s AND n.event_version = %(node_version)s
        AND n.state = ANY(%(claimable)s::varchar[])
        AND (n.cooldown_until IS NULL OR n.cooldown_until <= %(now)s)
-       AND (n.reliability >= %(trusted_min)s) = %(trusted)s
+       AND (n.reliability >= %(trusted_min)s AND n.verified_results >= %(verified_min)s)
+           = %(trusted)s
        AND COALESCE((SELECT s.price_per_s_minor FROM ledger_spotprice s
                       WHERE s.region = %(spot_region)s AND s.tier = %(spot_tier)s), 0)
            = %(spot_seen)s

@@ -1,4 +1,5 @@
--- A finished task counted on its job and, for the job's last task, the job finished
+-- A finished task counted on its job and, for the job's last task (of its slices × replicas
+-- and the replicas added since: jobs.verification), the job finished
 -- (jobs.attempts.job_count_finished): one statement, so of concurrent last reports exactly one
 -- sees every task done while the job still runs.
 -- Locks: the job's row (`cur`, FOR UPDATE); after any wait it reads the committed counts
@@ -11,11 +12,11 @@
 -- snapshot would not.
 WITH cur AS MATERIALIZED (
     SELECT id, state, tasks_succeeded + %(s)s AS s, tasks_failed + %(f)s AS f,
-           tasks_cancelled + %(c)s AS c, slices
+           tasks_cancelled + %(c)s AS c, slices * replicas + extra_tasks AS tasks
       FROM jobs_job WHERE id = %(job)s FOR UPDATE
 ),
 fin AS MATERIALIZED (
-    SELECT cur.*, (s + f + c >= slices AND state IN ('queued', 'running')) AS done,
+    SELECT cur.*, (s + f + c >= tasks AND state IN ('queued', 'running')) AS done,
            CASE WHEN c > 0 THEN 'cancelled' WHEN f > 0 THEN 'failed' ELSE 'succeeded' END
            AS final
       FROM cur

@@ -19,6 +19,7 @@ class Rule(StrEnum):
     DRIVER = "driver_blocklisted"
     THERMAL = "thermal_throttling"
     ERROR_RATE = "error_rate"
+    RESULTS = "results_rejected"
     VRAM = "vram_mismatch"
     ADMIN = "admin"
 

@@ -75,6 +75,11 @@ RUNS = [
     ),
     ("reaper_floor", ["--nodes", "1000", "--rounds", "1"], ["reap (nodes + events"]),
     (
+        "verification",
+        ["--agents", "4", "--tasks", "200", "--repeats", "1", *HUB],
+        ["replicated ÷ unreplicated, tasks/s", "100 slices succeeded, 0 jobs not"],
+    ),
+    (
         "ledger_bench",
         ["--samples", "20", "--events", "2000", "--cashouts", "200"],
         ["of attempt_complete's wall time", "verdict: OK", "stream CSV s"],

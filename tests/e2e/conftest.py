@@ -31,6 +31,7 @@ from urllib.parse import quote
 import pytest
 import requests
 
+from tests.conftest import VOUCHED_POOL_ENV
 from tests.e2e.pgcluster import PrivateCluster, find_bindir, free_port, sweep_orphans
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -238,7 +239,9 @@ def private_postgres(transactional_db, tmp_path: Path) -> Iterator[PrivateCluste
 
 
 @pytest.fixture
-def live_stack(transactional_db, tmp_path: Path, settings) -> Iterator[LiveStack]:
+def live_stack(
+    transactional_db, tmp_path: Path, settings, request: pytest.FixtureRequest
+) -> Iterator[LiveStack]:
     from django.db import connection
 
     from core import keys
@@ -257,6 +260,11 @@ def live_stack(transactional_db, tmp_path: Path, settings) -> Iterator[LiveStack
     env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
     env.setdefault("DJANGO_SETTINGS_MODULE", "computepool.settings")
     env.update(FAST)
+    # The tests' pool (tests/conftest.py), unless the test says otherwise with
+    # @pytest.mark.stack_env(NAME="value", …).
+    env.update(VOUCHED_POOL_ENV)
+    marker = request.node.get_closest_marker("stack_env")
+    env.update(marker.kwargs if marker else {})
     # One ledger key for the stack and this process: seals its worker signs verify here too.
     ledger_key = base64.b64encode(os.urandom(32)).decode()
     settings.LEDGER_SIGNING_KEY = ledger_key
