@@ -5,13 +5,25 @@ from django.views.generic import TemplateView
 
 from core.api.permissions import session_roles
 from ledger.pricing import NoRulesInForce, rules_at
-from ledger.quotes import minor_to_paise_floor
+from ledger.quotes import BPS, minor_to_paise_floor
 from ledger.selectors import user_balances
 from people.models import ApiKey
 
 
 class LandingPage(TemplateView):
     template_name = "web/landing.html"
+
+    def get_context_data(self, **kwargs) -> dict[str, object]:
+        try:
+            rules = rules_at()
+        except NoRulesInForce:
+            return super().get_context_data(**kwargs)
+        # The operator's share and the minimum cashout are the price book's, not the page's.
+        return super().get_context_data(
+            operator_share=(BPS - rules.platform_fee_bps) / BPS,
+            min_cashout_paise=rules.min_cashout_paise,
+            **kwargs,
+        )
 
 
 class HomePage(LoginRequiredMixin, TemplateView):

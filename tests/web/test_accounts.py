@@ -31,6 +31,9 @@ def test_the_landing_page_is_public_and_offers_sign_up_and_log_in(client):
     page = client.get("/")
     assert page.status_code == 200
     assert b'href="/signup/"' in page.content and b'href="/login/"' in page.content
+    # The figures are the price book's in force (seeded: a 20% fee, ₹500 minimum cashout).
+    text = " ".join(page.content.decode().split())
+    assert "80% of what the job pays; cash out from ₹500.00" in text
 
 
 def test_a_person_signs_up_as_an_operator_and_lands_on_their_account(client):

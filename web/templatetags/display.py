@@ -32,8 +32,8 @@ def rupees(paise: int | None) -> str:
 
 
 @register.filter
-def percent(fraction: float | None) -> str:
-    return figures.percent(None if fraction == "" else fraction)
+def percent(fraction: float | None, places: int = 1) -> str:
+    return figures.percent(None if fraction == "" else fraction, int(places))
 
 
 @register.filter
