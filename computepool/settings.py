@@ -20,6 +20,7 @@ from computepool.env import (
     env_ed25519_list,
     env_int,
     env_list,
+    env_rate,
     env_str,
 )
 
@@ -56,6 +57,7 @@ INSTALLED_APPS = [
     "nodes",
     "jobs",
     "inference",
+    "web",
 ]
 
 MIDDLEWARE = [
@@ -83,6 +85,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "web.navigation.navigation",
             ],
         },
     },
@@ -164,6 +167,32 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+
+# --- The web pages (web/) ----------------------------------------------------------------------
+
+# A hub served over HTTPS sets SECURE_COOKIES=1, so that the session and CSRF cookies never
+# travel in clear; off by default because the demo and the tests serve plain HTTP.
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", False)
+LOGIN_URL = "web:login"
+LOGIN_REDIRECT_URL = "web:home"
+LOGOUT_REDIRECT_URL = "web:landing"
+# Whether people may open accounts themselves (as an operator or a submitter); admins create
+# them in the admin either way.
+WEB_SIGNUP_OPEN = env_bool("WEB_SIGNUP_OPEN", True)
+# Budgets of the pages that take a password or send mail, per client address and (log in,
+# password reset) per account aimed at: "<count>/<period>".
+WEB_LOGIN_RATE = env_rate("WEB_LOGIN_RATE", "10/min")
+WEB_SIGNUP_RATE = env_rate("WEB_SIGNUP_RATE", "5/hour")
+WEB_PASSWORD_RESET_RATE = env_rate("WEB_PASSWORD_RESET_RATE", "5/hour")
+# Password-reset mail. The console backend prints it (the demo); production names an SMTP
+# backend and its EMAIL_HOST, EMAIL_PORT, EMAIL_HOST_USER, EMAIL_HOST_PASSWORD, EMAIL_USE_TLS.
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1, maximum=65535)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "ComputePool <noreply@localhost>")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -5,6 +5,7 @@ from core.admin import NoEditAdmin
 from jobs.cancellation import job_cancel
 from jobs.errors import JobNotCancellable
 from jobs.models import Artifact, Attempt, Job, LogChunk, Task, Verification
+from ledger.display import credits, credits_per_s, money_column
 
 
 class TaskInline(admin.TabularInline):
@@ -29,6 +30,8 @@ class JobAdmin(NoEditAdmin):
         "tasks_succeeded",
         "tasks_failed",
         "priority",
+        money_column("price_ceiling", credits_per_s, "price ceiling"),
+        money_column("max_cost", credits, "held at most"),
         "created_at",
     )
     list_filter = ("state", "kind")
@@ -97,6 +100,7 @@ class AttemptAdmin(NoEditAdmin):
         "leased_at",
         "lease_expires_at",
         "runtime_ms",
+        money_column("price_per_s", credits_per_s, "price"),
         "exit_code",
         "failure_class",
         "verdict",

@@ -41,6 +41,8 @@ def start(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess:
         ({"CELERY_BROKER_URL": "amqp://guest@localhost//"}, "CELERY_BROKER_URL must be"),
         ({"LOG_LEVEL": "LOUD"}, "LOG_LEVEL='LOUD' must be one of"),
         ({"MAX_REQUEST_BYTES": "10"}, "MAX_REQUEST_BYTES=10 is below the minimum 1024"),
+        ({"WEB_LOGIN_RATE": "lots"}, "WEB_LOGIN_RATE='lots' is not a rate"),
+        ({"WEB_SIGNUP_OPEN": "perhaps"}, "WEB_SIGNUP_OPEN='perhaps' is not a boolean"),
     ],
 )
 def test_it_refuses_a_bad_value_by_name(env, message, tmp_path):

@@ -5,6 +5,11 @@ The world is what an attacker would aim at: alice's job with a task leased to bo
 uploaded artifact, bob's node, bob's cashouts in every state, a finance export, and alice's
 spare API key. mallory (submitter and operator) owns a node, earnings and credits of her own,
 so that every "another …" actor is a real, working principal rather than an empty account.
+
+Pages are visited with browser sessions (`World.pages`), and a session acts as every role of
+its user: there "another submitter" is sybil (a submitter only) and "another operator" is otto
+(an operator only), so that a page gated by role meets each role alone. An agent visits a page
+with its key in the header, which logs nobody in.
 """
 
 import hashlib
@@ -17,7 +22,7 @@ from typing import Any
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import transaction
-from django.test import override_settings
+from django.test import Client, override_settings
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -49,6 +54,10 @@ WORLD_SETTINGS = {
     "JOB_LEASE_S": 3600,
     # No node serves models in this world: an allowed relay call gets its 429 at once.
     "INFERENCE_QUEUE_WAIT_S": 0,
+    # The pages' budgets, as unspendable as the API's below.
+    "WEB_LOGIN_RATE": (1_000_000, 60),
+    "WEB_SIGNUP_RATE": (1_000_000, 60),
+    "WEB_PASSWORD_RESET_RATE": (1_000_000, 60),
 }
 # A request in force on bob's node in the relay (Redis), for the push endpoint's row.
 RELAY_REQUEST_ID = 970_000_001
@@ -106,6 +115,7 @@ class World:
     cashout_approved: Any
     export: Any
     extra: dict[str, Any] = field(default_factory=dict)
+    pages: dict[str, Client] = field(default_factory=dict)  # principal -> a browser
 
 
 def build_world(media_root: str) -> World:
@@ -122,11 +132,17 @@ def build_world(media_root: str) -> World:
     from tests.inference.conftest import price_tokens
 
     def person(name: str, roles: list[str]):
-        return user_create(username=name, roles=roles, password="correct horse battery staple")
+        return user_create(
+            username=name,
+            roles=roles,
+            email=f"{name}@example.test",
+            password="correct horse battery staple",
+        )
 
     alice, bob = person("alice", ["submitter"]), person("bob", ["operator"])
     carol, dave = person("carol", ["finance"]), person("dave", ["admin"])
     mallory = person("mallory", ["submitter", "operator"])
+    sybil, otto = person("sybil", ["submitter"]), person("otto", ["operator"])
     get_user_model().objects.filter(pk=dave.pk).update(is_staff=True, is_superuser=True)
 
     fund(alice, 1_000_000 * CREDITS)
@@ -200,8 +216,33 @@ def build_world(media_root: str) -> World:
         "dave": key_for(dave, "admin"),
     }
     clients = {"anonymous": APIClient()} | {name: client_with_key(k) for name, k in keys.items()}
+    pages = {
+        "anonymous": Client(),
+        "bob_agent": Client(HTTP_AUTHORIZATION=f"Bearer {bob_agent_key}"),
+        "mallory_agent": Client(HTTP_AUTHORIZATION=f"Bearer {mallory_agent_key}"),
+    }
+    sessions = {
+        "alice": alice,
+        "bob": bob,
+        "mallory_submitter": sybil,
+        "mallory_operator": otto,
+        "carol": carol,
+        "dave": dave,
+    }
+    for principal, user in sessions.items():
+        pages[principal] = Client()
+        pages[principal].force_login(user)
     return World(
-        users={"alice": alice, "bob": bob, "carol": carol, "dave": dave, "mallory": mallory},
+        users={
+            "alice": alice,
+            "bob": bob,
+            "carol": carol,
+            "dave": dave,
+            "mallory": mallory,
+            "sybil": sybil,
+            "otto": otto,
+        },
+        pages=pages,
         keys=keys,
         clients=clients,
         node=node,
