@@ -8,6 +8,7 @@ from django.conf import settings
 from rest_framework import serializers
 
 from core.api.fields import REGION_HELP, RegionField
+from core.outbound import MAX_URL_LENGTH, url_problem
 from jobs.models import Artifact, Attempt, Job, JobKind, LogChunk, Task
 
 IMAGE_RE = re.compile(r"^[a-z0-9][a-z0-9._/-]{0,199}(:[A-Za-z0-9._-]{1,128})?$")
@@ -87,6 +88,17 @@ class JobIn(serializers.Serializer):
         max_value=1_000_000,
         help_text="the most you pay per second per task, in credit minor units",
     )
+    webhook_url = serializers.CharField(
+        max_length=MAX_URL_LENGTH,
+        required=False,
+        help_text="POSTed a signed JSON body when the job ends (docs/api.md, Webhooks)",
+    )
+
+    def validate_webhook_url(self, value: str) -> str:
+        problem = url_problem(value, allow_private=settings.WEBHOOK_ALLOW_PRIVATE)
+        if problem:
+            raise serializers.ValidationError(problem)
+        return value
 
     def validate_env(self, value: dict) -> dict:
         if len(value) > 64:

@@ -238,7 +238,16 @@ def private_postgres(transactional_db, tmp_path: Path) -> Iterator[PrivateCluste
 
 
 @pytest.fixture
-def live_stack(transactional_db, tmp_path: Path, settings) -> Iterator[LiveStack]:
+def live_stack_env() -> dict[str, str]:
+    """More environment for the live stack's processes: a test module overrides this fixture
+    to turn on what its test needs (a setting's switch), as a deployment would."""
+    return {}
+
+
+@pytest.fixture
+def live_stack(
+    transactional_db, tmp_path: Path, settings, live_stack_env: dict[str, str]
+) -> Iterator[LiveStack]:
     from django.db import connection
 
     from core import keys
@@ -276,6 +285,7 @@ def live_stack(transactional_db, tmp_path: Path, settings) -> Iterator[LiveStack
             "THROTTLE_PER_KEY": "100000/min",
         }
     )
+    env.update(live_stack_env)
     stack = LiveStack(url=f"http://127.0.0.1:{port}", env=env, workdir=tmp_path)
     try:
         setup = stack.run(["manage.py", "setup_periodic_tasks"])
