@@ -50,6 +50,9 @@ def url_problem(url: str, *, allow_private: bool) -> str | None:
     A name is resolved, and checked again, before each request (`post`)."""
     if len(url) > MAX_URL_LENGTH:
         return f"at most {MAX_URL_LENGTH} characters"
+    if not url.isascii() or any(c.isspace() or not c.isprintable() for c in url):
+        # What is sent is the URL as given: a name in punycode, a path percent-encoded.
+        return "must be ASCII, without spaces or control characters (encode them)"
     try:
         parts = urlsplit(url)
         port = parts.port

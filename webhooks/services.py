@@ -91,7 +91,8 @@ def delivery_attempt(*, delivery_id: int) -> int | None:
     due = Q(state=DeliveryState.PENDING, next_attempt_at__lte=now + _EARLY) | Q(
         state=DeliveryState.SENDING, lease_until__lt=now
     )
-    taken = WebhookDelivery.objects.filter(due, pk=delivery_id).update(
+    allowed = Q(attempts__lt=F("attempts_allowed"))
+    taken = WebhookDelivery.objects.filter(due, allowed, pk=delivery_id).update(
         state=DeliveryState.SENDING, attempts=F("attempts") + 1, lease_until=now + _lease()
     )
     if not taken:
@@ -124,7 +125,7 @@ def _send(delivery: WebhookDelivery) -> int | None:
         error = "" if 200 <= answer.status < 300 else f"answered {answer.status}"
     except outbound.OutboundRefused as exc:
         refused, error = True, f"refused: {exc}"
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # no answer; ValueError: a URL http.client refuses
         error = f"{type(exc).__name__}: {exc}"
     return _record(
         delivery,
@@ -211,6 +212,10 @@ def deliveries_sweep() -> int:
     outlived its lease. Sending stays the compare-and-set's: a delivery asked for twice is
     sent once."""
     now = timezone.now()
+    # A worker that died in the last allowed attempt: nothing more may be tried.
+    WebhookDelivery.objects.filter(
+        state=DeliveryState.SENDING, lease_until__lt=now, attempts__gte=F("attempts_allowed")
+    ).update(state=DeliveryState.FAILED, lease_until=None)
     late = now - timedelta(seconds=settings.WEBHOOK_SWEEP_INTERVAL_S)
     due = WebhookDelivery.objects.filter(
         Q(state=DeliveryState.PENDING, next_attempt_at__lte=late)

@@ -4,6 +4,7 @@ submitter's signing secret."""
 from datetime import timedelta
 
 import pytest
+from django.db.models import F
 from django.utils import timezone
 
 from core.signatures import signature_problem
@@ -54,6 +55,9 @@ def test_a_webhook_is_kept_with_the_job_and_shown_to_its_submitter(submitter, al
         ("file:///etc/passwd", "http:// or https://"),
         ("https://user:pw@example.com/hook", "credentials"),
         ("https:///hook", "must name a host"),
+        ("https://bücher.example/hook", "must be ASCII"),
+        ("https://example.com/a b", "must be ASCII"),
+        ("https://example.com/\r\nX-Injected: 1", "must be ASCII"),
         ("https://example.com:99999/hook", "not a valid URL"),
         ("https://example.com/" + "a" * 2000, "no more than 2000"),
     ],
@@ -121,16 +125,22 @@ def test_the_sweep_asks_again_only_for_deliveries_long_overdue(
     submitter, settings, django_capture_on_commit_callbacks
 ):
     settings.WEBHOOK_SWEEP_INTERVAL_S = 60
-    jobs = [submit(submitter, PUBLIC) for _ in range(3)]
+    jobs = [submit(submitter, PUBLIC) for _ in range(4)]
     for job_id in jobs:
         assert submitter.post(f"/api/v1/jobs/{job_id}/cancel").status_code == 200
-    lost, recent, done = (WebhookDelivery.objects.get(webhook_id=j) for j in jobs)
+    lost, recent, done, dead = (WebhookDelivery.objects.get(webhook_id=j) for j in jobs)
     now = timezone.now()
     WebhookDelivery.objects.filter(pk=lost.pk).update(next_attempt_at=now - timedelta(minutes=5))
     WebhookDelivery.objects.filter(pk=done.pk).update(
         state="succeeded", next_attempt_at=now - timedelta(minutes=5)
     )
+    # Its worker died in the last attempt allowed: failed, not asked for again.
+    WebhookDelivery.objects.filter(pk=dead.pk).update(
+        state="sending", attempts=F("attempts_allowed"), lease_until=now - timedelta(seconds=1)
+    )
     with django_capture_on_commit_callbacks() as asked:
         assert deliveries_sweep() == 1
     assert len(asked) == 1
     assert recent.state == "pending"
+    dead.refresh_from_db()
+    assert dead.state == "failed"
