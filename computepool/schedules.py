@@ -55,4 +55,10 @@ def schedules() -> list[Schedule]:
             settings.MARKET_REPRICE_INTERVAL_S,
             "Move each (region, tier) spot price one step with supply and demand, within bounds.",
         ),
+        Schedule(
+            "webhooks: send what was never sent",
+            "webhooks.sweep",
+            settings.WEBHOOK_SWEEP_INTERVAL_S,
+            "Ask the worker again for completion webhooks due whose message was lost.",
+        ),
     ]

@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "jobs",
     "inference",
     "web",
+    "webhooks",
 ]
 
 MIDDLEWARE = [
@@ -378,6 +379,23 @@ JOB_MAX_LOG_BYTES = env_int("JOB_MAX_LOG_BYTES", 8 * 1024 * 1024, minimum=1024)
 JOB_MAX_ARTIFACT_BYTES = env_int("JOB_MAX_ARTIFACT_BYTES", 256 * 1024 * 1024, minimum=1024)
 # The most one job may hold (credit minor units): price ceiling × timeout × slices.
 JOB_MAX_COST = env_int("JOB_MAX_COST", 10**12, minimum=1)
+
+# --- Completion webhooks ----------------------------------------------------------------------
+
+# Deliveries go only to public addresses; on, loopback and private ones too (a receiver on the
+# hub's own network). Link-local addresses (cloud metadata) stay refused either way.
+WEBHOOK_ALLOW_PRIVATE = env_bool("WEBHOOK_ALLOW_PRIVATE", False)
+# How long a delivery waits to connect and for each read of the answer.
+WEBHOOK_TIMEOUT_S = env_int("WEBHOOK_TIMEOUT_S", 10, minimum=1, maximum=60)
+# Attempts per delivery (and per redelivery) before it is given up as failed.
+WEBHOOK_MAX_ATTEMPTS = env_int("WEBHOOK_MAX_ATTEMPTS", 8, minimum=1, maximum=30)
+# Backoff after failed attempt n: base × 2^(n-1) seconds, at most the maximum.
+WEBHOOK_BACKOFF_S = env_int("WEBHOOK_BACKOFF_S", 30, minimum=1, maximum=3600)
+WEBHOOK_BACKOFF_MAX_S = env_int("WEBHOOK_BACKOFF_MAX_S", 3600, minimum=1, maximum=86400)
+# After a rotation, deliveries are signed with the previous secret too for this long.
+WEBHOOK_SECRET_OVERLAP_S = env_int("WEBHOOK_SECRET_OVERLAP_S", 24 * 3600, minimum=0)
+# Beat sends again what is due and was never sent (its message lost with a broker outage).
+WEBHOOK_SWEEP_INTERVAL_S = env_int("WEBHOOK_SWEEP_INTERVAL_S", 60, minimum=1)
 
 # --- Economy ---------------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ api_v1 = [
     path("", include("people.urls")),
     path("", include("nodes.urls")),
     path("", include("jobs.urls")),
+    path("", include("webhooks.urls")),
     path("", include("ledger.urls")),
     path("", include("inference.agent_urls")),
     path("schema", SpectacularAPIView.as_view(), name="schema"),

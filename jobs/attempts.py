@@ -18,7 +18,7 @@ from django.db.models import F, Func, Value
 from django.utils import timezone
 
 from core.sql import statement
-from jobs import billing, verification
+from jobs import billing, hooks, verification
 from jobs.errors import ArtifactRejected, ArtifactTooLarge, StaleLease
 from jobs.models import (
     ACTIVE_ATTEMPT_STATES,
@@ -493,7 +493,8 @@ def _count_and_finish(
 def _finished(
     job_id: int, final: str, succeeded: int, failed: int, cancelled: int, submitter_id: int | None
 ) -> None:
-    """Record the finish the caller has just made, and give back what is still held."""
+    """Record the finish the caller has just made, give back what is still held, and tell the
+    apps that follow a job's end (jobs.hooks)."""
     event_append(
         stream=f"job:{job_id}",
         type="JobFinished",
@@ -507,3 +508,4 @@ def _finished(
         },
     )
     billing.release(job_id=job_id, submitter_id=submitter_id)
+    hooks.job_finished(job_id, final)

@@ -8,6 +8,7 @@ from django.conf import settings
 from rest_framework import serializers
 
 from core.api.fields import REGION_HELP, RegionField
+from core.outbound import MAX_URL_LENGTH, url_problem
 from jobs.models import Artifact, Attempt, Job, JobKind, LogChunk, Task
 from ledger.quotes import max_hold
 
@@ -112,6 +113,17 @@ class JobIn(serializers.Serializer):
         help_text="run each slice on several nodes and keep the result a quorum agrees on; "
         "each replica is paid (docs/api.md, Verified results)",
     )
+    webhook_url = serializers.CharField(
+        max_length=MAX_URL_LENGTH,
+        required=False,
+        help_text="POSTed a signed JSON body when the job ends (docs/api.md, Webhooks)",
+    )
+
+    def validate_webhook_url(self, value: str) -> str:
+        problem = url_problem(value, allow_private=settings.WEBHOOK_ALLOW_PRIVATE)
+        if problem:
+            raise serializers.ValidationError(problem)
+        return value
 
     def validate_env(self, value: dict) -> dict:
         if len(value) > 64:

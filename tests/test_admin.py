@@ -5,7 +5,7 @@ from django.apps import apps
 from django.contrib import admin
 from django.urls import reverse
 
-APPS = ("ledger", "people", "nodes", "jobs", "inference")
+APPS = ("ledger", "people", "nodes", "jobs", "inference", "webhooks")
 MODELS = [m for m in apps.get_models() if m._meta.app_label in APPS]
 
 

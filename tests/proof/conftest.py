@@ -2,9 +2,10 @@
 live stack (from tests/e2e) for the chaos proof.
 
 The world is what an attacker would aim at: alice's job with a task leased to bob's node and an
-uploaded artifact, bob's node, bob's cashouts in every state, a finance export, and alice's
-spare API key. mallory (submitter and operator) owns a node, earnings and credits of her own,
-so that every "another …" actor is a real, working principal rather than an empty account.
+uploaded artifact, an ended job of hers with a webhook, bob's node, bob's cashouts in every
+state, a finance export, and alice's spare API key. mallory (submitter and operator) owns a
+node, earnings and credits of her own, so that every "another …" actor is a real, working
+principal rather than an empty account.
 
 Pages are visited with browser sessions (`World.pages`), and a session acts as every role of
 its user: there "another submitter" is sybil (a submitter only) and "another operator" is otto
@@ -12,7 +13,6 @@ its user: there "another submitter" is sybil (a submitter only) and "another ope
 with its key in the header, which logs nobody in.
 """
 
-import hashlib
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -32,10 +32,11 @@ from tests.conftest import client_with_key, key_for
 # cluster of its own that the chaos proof restarts.
 from tests.e2e.conftest import (  # noqa: F401
     live_stack,
+    live_stack_env,
     private_postgres,
     pytest_runtest_makereport,
 )
-from tests.jobs.conftest import CREDITS, fund, job_body
+from tests.jobs.conftest import CREDITS, fund, job_body, upload
 from tests.nodes.conftest import beat, register_node
 
 WEBHOOK_SECRET = "proof-webhook-secret"
@@ -125,11 +126,14 @@ def build_world(media_root: str) -> World:
     from inference import relay
     from inference.catalog import model_register
     from inference.models import InferenceModel
+    from jobs.cancellation import job_cancel
     from jobs.models import Artifact, Job
     from ledger.cashouts import cashout_approve, cashout_request
     from ledger.exports import cashout_export_create
     from people.services import api_key_create, user_create
     from tests.inference.conftest import price_tokens
+    from webhooks.models import WebhookDelivery
+    from webhooks.services import delivery_attempt
 
     def person(name: str, roles: list[str]):
         return user_create(
@@ -164,17 +168,18 @@ def build_world(media_root: str) -> World:
     lease = bob_agent.post("/api/v1/agent/claim", {"wait": 0}, format="json")
     assert lease.status_code == 200, lease.content
     lease = lease.json()
-    uploaded = bob_agent.post(
-        f"/api/v1/agent/attempts/{lease['attempt_id']}/artifacts",
-        {
-            "lease_token": lease["lease_token"],
-            "name": "out.txt",
-            "sha256": hashlib.sha256(ARTIFACT).hexdigest(),
-            "file": SimpleUploadedFile("out.txt", ARTIFACT),
-        },
-        format="multipart",
-    )
+    uploaded = upload(bob_agent, lease, "out.txt", ARTIFACT)
     assert uploaded.status_code == 201, uploaded.content
+    # A job of alice's that named a webhook and ended (cancelled), and whose one allowed
+    # delivery attempt found nothing listening: a delivery its owner may ask for again.
+    with override_settings(WEBHOOK_ALLOW_PRIVATE=True, WEBHOOK_MAX_ATTEMPTS=1):
+        hooked = alice_submitter.post(
+            "/api/v1/jobs/", job_body(webhook_url="http://127.0.0.1:9/hooks"), format="json"
+        )
+        assert hooked.status_code == 201, hooked.content
+        job_cancel(job=Job.objects.get(pk=hooked.json()["id"]), actor=f"user:{alice.pk}")
+        delivery = WebhookDelivery.objects.get(webhook_id=hooked.json()["id"])
+        assert delivery_attempt(delivery_id=delivery.pk) is None
     spare_key, _ = api_key_create(user=alice, role="submitter", name="spare")
     model = model_register(
         InferenceModel(
@@ -255,7 +260,12 @@ def build_world(media_root: str) -> World:
         cashout_requested=requested,
         cashout_approved=approved,
         export=export,
-        extra={"media_root": media_root, "model": model.name, "request": RELAY_REQUEST_ID},
+        extra={
+            "media_root": media_root,
+            "model": model.name,
+            "request": RELAY_REQUEST_ID,
+            "webhook_job": hooked.json()["id"],
+        },
     )
 
 

@@ -36,7 +36,7 @@ HEADINGS = {
 # Who "owner" is, per row: the principal whose object it is, or the endpoint's natural caller.
 OWNERS = {
     "self": "the caller (alice's submitter key)",
-    "submitter": "alice (submitter key): her job, its logs and artifacts",
+    "submitter": "alice (submitter key): her job, its logs, artifacts and webhook",
     "operator": "bob (operator key): his node",
     "cashout": "bob (operator key): his cashout",
     "agent": "bob's node (agent key), holding the lease",
@@ -95,6 +95,11 @@ MATRIX: dict[str, tuple[str, str]] = {
     "GET /api/v1/jobs/{job_id}/logs": ("submitter", "401 ok 404 403 403 403 403"),
     "GET /api/v1/jobs/{job_id}/timeline": ("submitter", "401 ok 404 403 403 403 403"),
     "GET /api/v1/artifacts/{artifact_id}/download": ("submitter", "401 ok 404 403 403 403 403"),
+    # completion webhooks: of the submitter's own jobs, signed with the submitter's own secret
+    "GET /api/v1/jobs/{job_id}/webhook": ("submitter", "401 ok 404 403 403 403 403"),
+    "POST /api/v1/jobs/{job_id}/webhook/redeliver": ("submitter", "401 ok 404 403 403 403 403"),
+    "GET /api/v1/webhooks/secret": ("self", "401 ok ok 403 403 403 403"),
+    "POST /api/v1/webhooks/secret/rotate": ("self", "401 ok ok 403 403 403 403"),
     # credits
     "POST /api/v1/credits/grants": ("finance", "401 403 403 403 403 ok ok"),
     "POST /api/v1/credits/webhook": ("provider", "401 ok 401 401 401 401 401"),

@@ -249,6 +249,16 @@ REQUESTS: dict[str, Builder] = {
     "GET /api/v1/artifacts/{artifact_id}/download": lambda w, p, o: Call(
         "get", f"/api/v1/artifacts/{w.artifact_id}/download"
     ),
+    "GET /api/v1/jobs/{job_id}/webhook": lambda w, p, o: Call(
+        "get", f"/api/v1/jobs/{w.extra['webhook_job']}/webhook"
+    ),
+    "POST /api/v1/jobs/{job_id}/webhook/redeliver": lambda w, p, o: Call(
+        "post", f"/api/v1/jobs/{w.extra['webhook_job']}/webhook/redeliver"
+    ),
+    "GET /api/v1/webhooks/secret": lambda w, p, o: Call("get", "/api/v1/webhooks/secret"),
+    "POST /api/v1/webhooks/secret/rotate": lambda w, p, o: Call(
+        "post", "/api/v1/webhooks/secret/rotate"
+    ),
     "POST /api/v1/credits/grants": lambda w, p, o: Call(
         "post",
         "/api/v1/credits/grants",
