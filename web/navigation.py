@@ -24,6 +24,8 @@ EVERYONE = frozenset(ROLES)
 MENU = (
     Entry("Account", "web:home", EVERYONE),
     Entry("API keys", "web:keys", EVERYONE),
+    Entry("Jobs", "web:jobs", frozenset({"submitter"})),
+    Entry("Credits", "web:credits", frozenset({"submitter"})),
     Entry("Admin", "admin:index", frozenset({"admin"})),
 )
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from web import accounts, home, keys
+from web import accounts, credits, home, job_new, job_pages, keys
 
 app_name = "web"
 
@@ -26,4 +26,13 @@ urlpatterns = [
     path("account/", home.HomePage.as_view(), name="home"),
     path("account/keys/", keys.KeysPage.as_view(), name="keys"),
     path("account/keys/<int:key_id>/revoke/", keys.KeyRevokePage.as_view(), name="key_revoke"),
+    # a submitter's pages
+    path("jobs/", job_pages.JobsPage.as_view(), name="jobs"),
+    path("jobs/new/", job_new.NewJobPage.as_view(), name="job_new"),
+    path("jobs/new/quote/", job_new.QuotePage.as_view(), name="job_quote"),
+    path("jobs/<int:job_id>/", job_pages.JobPage.as_view(), name="job"),
+    path("jobs/<int:job_id>/live/", job_pages.JobLivePage.as_view(), name="job_live"),
+    path("jobs/<int:job_id>/cancel/", job_pages.JobCancelPage.as_view(), name="job_cancel"),
+    path("jobs/<int:job_id>/outputs.zip", job_pages.JobZipPage.as_view(), name="job_zip"),
+    path("credits/", credits.CreditsPage.as_view(), name="credits"),
 ]

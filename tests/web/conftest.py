@@ -49,6 +49,17 @@ def reset_link(message) -> str:
     return found.group(0)
 
 
+@pytest.fixture
+def browsing(client):
+    """browsing(user): Django's test client, logged in as `user`."""
+
+    def as_user(user):
+        client.force_login(user)
+        return client
+
+    return as_user
+
+
 # --- The browser -----------------------------------------------------------------------------
 
 

@@ -16,15 +16,6 @@ from tests.ledger.economy_helpers import earn
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def browsing(client):
-    def as_user(user):
-        client.force_login(user)
-        return client
-
-    return as_user
-
-
 @pytest.mark.parametrize("path", ["/account/", "/account/keys/"])
 def test_a_stranger_is_sent_to_log_in(client, path):
     response = client.get(path)

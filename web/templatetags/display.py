@@ -48,3 +48,21 @@ def when(moment: datetime | None) -> SafeString | str:
         utc.strftime("%Y-%m-%dT%H:%M:%SZ"),
         utc.strftime("%Y-%m-%d %H:%M:%S UTC"),
     )
+
+
+@register.filter
+def credits_per_s(minor: int | None) -> str:
+    """A price per second: 105 → 1.05 credits/s."""
+    return NOTHING if minor is None or minor == "" else money.credits_per_s(int(minor))
+
+
+@register.filter
+def seconds(ms: int | None) -> str:
+    """A server-measured runtime in milliseconds, to the tenth of a second."""
+    return NOTHING if ms is None or ms == "" else f"{int(ms) / 1000:.1f} s"
+
+
+@register.filter
+def get_item(mapping: dict, key: object) -> object:
+    """mapping[key], or None: a template's look-up by a variable key."""
+    return mapping.get(key) if isinstance(mapping, dict) else None
