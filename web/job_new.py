@@ -42,7 +42,7 @@ class NewJobPage(SubmitterRequired, View):
             else:
                 messages.success(request, f"Submitted job {submitted.job.pk}.")
                 return redirect("web:job", job_id=submitted.job.pk)
-        return render(request, "web/jobs/new.html", {"form": form}, status=400)
+        return render(request, "web/jobs/new.html", {"form": form})
 
 
 class QuoteForm(forms.Form):

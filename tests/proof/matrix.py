@@ -51,9 +51,10 @@ OWNERS = {
     "page_public": "anyone (a page: every caller with their browser session, or none)",
     "page_self": "alice (her browser session): her own account and keys",
     "page_reset": "anyone, holding alice's valid password-reset link",
+    "page_submitter": "alice (her browser session): her jobs, their outputs, her credits",
 }
 # Owner kinds of the rows that are web pages (see the module's docstring).
-PAGE_OWNERS = {"page_public", "page_self", "page_reset"}
+PAGE_OWNERS = {"page_public", "page_self", "page_reset", "page_submitter"}
 
 # endpoint -> (owner, the cells in ACTORS order). 401: not authenticated; 403: the credential's
 # role may not call it; 404: the object is someone else's (answered exactly like a missing one);
@@ -149,6 +150,16 @@ MATRIX: dict[str, tuple[str, str]] = {
     "GET /account/keys/": ("page_self", "login ok ok ok login ok ok"),
     "POST /account/keys/": ("page_self", "login ok ok ok login ok ok"),
     "POST /account/keys/{key_id}/revoke/": ("page_self", "login ok 404 404 login 404 404"),
+    # a submitter's pages (web/job_pages.py, web/job_new.py, web/credits.py)
+    "GET /jobs/": ("page_submitter", "login ok ok 403 login 403 403"),
+    "GET /jobs/new/": ("page_submitter", "login ok ok 403 login 403 403"),
+    "POST /jobs/new/": ("page_submitter", "login ok ok 403 login 403 403"),
+    "GET /jobs/new/quote/": ("page_submitter", "login ok ok 403 login 403 403"),
+    "GET /jobs/{job_id}/": ("page_submitter", "login ok 404 403 login 403 403"),
+    "GET /jobs/{job_id}/live/": ("page_submitter", "login ok 404 403 login 403 403"),
+    "POST /jobs/{job_id}/cancel/": ("page_submitter", "login ok 404 403 login 403 403"),
+    "GET /jobs/{job_id}/outputs.zip": ("page_submitter", "login ok 404 403 login 403 403"),
+    "GET /credits/": ("page_submitter", "login ok ok 403 login 403 403"),
 }
 
 # Lists that some actors may read: who sees the world owner's object in them (everyone else
@@ -159,6 +170,7 @@ LIST_SEES_OWNERS_OBJECT = {
     "GET /api/v1/jobs/": {"owner"},
     "GET /api/v1/cashouts/": {"owner", "finance", "admin"},
     "GET /account/keys/": {"owner"},
+    "GET /jobs/": {"owner"},
 }
 
 # Routes the matrix leaves out, with the reason.

@@ -58,6 +58,7 @@ OWNER_PLAYS = {
     "page_public": "alice",
     "page_self": "alice",
     "page_reset": "alice",
+    "page_submitter": "alice",
 }
 ROLE_OF = {
     "alice": "submitter",
@@ -104,6 +105,15 @@ def _signup(principal: str) -> dict[str, str]:
         "password2": "a long new passphrase 42",
         "role": "submitter",
     }
+
+
+def _job_form() -> dict[str, Any]:
+    """The job form's fields for a small script job (web/job_form.py)."""
+    return {
+        "kind": "script", "script": "true", "interpreter": "sh", "slices": 1, "cpu_cores": 1,
+        "ram_mb": 256, "disk_mb": 256, "gpu_count": 0, "min_vram_mb": 0, "timeout_s": 60,
+        "max_attempts": 3, "priority": 0, "price_ceiling": "0.01",
+    }  # fmt: skip
 
 
 def _iso(when) -> str:
@@ -331,6 +341,17 @@ REQUESTS: dict[str, Builder] = {
     "POST /account/keys/{key_id}/revoke/": lambda w, p, o: page(
         "post", f"/account/keys/{w.spare_key.pk}/revoke/"
     ),
+    "GET /jobs/": lambda w, p, o: page("get", "/jobs/"),
+    "GET /jobs/new/": lambda w, p, o: page("get", "/jobs/new/"),
+    "POST /jobs/new/": lambda w, p, o: page("post", "/jobs/new/", _job_form()),
+    "GET /jobs/new/quote/": lambda w, p, o: page(
+        "get", "/jobs/new/quote/?price_ceiling=5.00&timeout_s=60&slices=1"
+    ),
+    "GET /jobs/{job_id}/": lambda w, p, o: page("get", f"/jobs/{w.job.pk}/"),
+    "GET /jobs/{job_id}/live/": lambda w, p, o: page("get", f"/jobs/{w.job.pk}/live/"),
+    "POST /jobs/{job_id}/cancel/": lambda w, p, o: page("post", f"/jobs/{w.job.pk}/cancel/"),
+    "GET /jobs/{job_id}/outputs.zip": lambda w, p, o: page("get", f"/jobs/{w.job.pk}/outputs.zip"),
+    "GET /credits/": lambda w, p, o: page("get", "/credits/"),
 }
 
 OWNED_OBJECT = {
@@ -342,6 +363,7 @@ OWNED_OBJECT = {
 # Pages: text that shows the owner's object on the page.
 OWNED_TEXT = {
     "GET /account/keys/": lambda w: w.spare_key.prefix,
+    "GET /jobs/": lambda w: f'data-job="{w.job.pk}"',
 }
 
 
