@@ -17,6 +17,7 @@ if [[ "${1:-}" == "--quick" ]]; then
   FLR=(--nodes 10000 --rounds 1)
   REL=(--requests 10 --streams 50 --stream-tokens 20 --ramp 2)
   HW=(--runs 3)
+  PAG=(--jobs 10000 --samples 50)
 else
   HOT=(--profile --breakdown)
   THR=(--profile)
@@ -27,6 +28,7 @@ else
   FLR=()
   REL=()
   HW=()
+  PAG=()
 fi
 run() {
   local name=$1
@@ -43,3 +45,4 @@ run reaper_floor "${FLR[@]}"
 run ledger_bench "${LED[@]}"
 run relay "${REL[@]}"
 run hardware "${HW[@]}"
+run pages "${PAG[@]}"

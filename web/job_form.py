@@ -127,6 +127,11 @@ class JobForm(forms.Form):
             body["verification"] = {"replicas": d["replicas"], "quorum": d["quorum"]}
         return body
 
+    def clean_script(self) -> str:
+        # A browser sends a textarea's lines ending in CR LF (the HTML form encoding); a shell
+        # would read each CR as part of the line.
+        return self.cleaned_data["script"].replace("\r\n", "\n")
+
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         if self.errors:

@@ -105,6 +105,11 @@ RUNS = [
         ["--runs", "2", "--matmul-n", "128", "--stream-mb", "8", "--cpu-ms", "100"],
         ["cpu_gflops", "benchmark duration (sandbox start to report)", "the hub's check"],
     ),
+    (
+        "pages",
+        ["--jobs", "500", "--samples", "5"],
+        ["p99 ms (target < 200)", "first page", "deep page (keyset)", "worst p99"],
+    ),
 ]
 
 

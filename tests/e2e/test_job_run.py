@@ -47,6 +47,24 @@ def sandbox_args() -> list[str]:
     return ["--allow-unsandboxed"]
 
 
+def start_agent(live_stack, tmp_path: Path, op_key: str, *, name: str, region: str = "") -> None:
+    """Register a node with the operator's key, then run its agent as the stack's "agent"."""
+    config = tmp_path / "agent.json"
+    agent = ["-m", "agent", "--config", str(config)]
+    where = ["--region", region] if region else []
+    registered = live_stack.run(
+        [*agent, "register", "--hub", live_stack.url, "--token", op_key, "--name", name, *where]
+    )
+    assert registered.returncode == 0, registered.stdout + registered.stderr
+    config.write_text(
+        json.dumps(
+            json.loads(config.read_text())
+            | {"work_dir": str(tmp_path / "work"), "allowed_images": ["computepool/*"]}
+        )
+    )
+    live_stack.spawn("agent", [*agent, "run", *sandbox_args()])
+
+
 def test_a_job_with_slices_runs_through_a_real_agent(live_stack, tmp_path: Path):
     operator = user_create(username="e2e-op", roles=["operator"])
     submitter = user_create(username="e2e-sub", roles=["submitter"])
@@ -59,30 +77,7 @@ def test_a_job_with_slices_runs_through_a_real_agent(live_stack, tmp_path: Path)
         reference="e2e",
         idempotency_key="e2e-grant",
     )
-    config = tmp_path / "agent.json"
-    agent = ["-m", "agent", "--config", str(config)]
-    registered = live_stack.run(
-        [
-            *agent,
-            "register",
-            "--hub",
-            live_stack.url,
-            "--token",
-            op_key,
-            "--name",
-            "e2e-rig",
-            "--region",
-            "IN",
-        ]
-    )
-    assert registered.returncode == 0, registered.stdout + registered.stderr
-    config.write_text(
-        json.dumps(
-            json.loads(config.read_text())
-            | {"work_dir": str(tmp_path / "work"), "allowed_images": ["computepool/*"]}
-        )
-    )
-    live_stack.spawn("agent", [*agent, "run", *sandbox_args()])
+    start_agent(live_stack, tmp_path, op_key, name="e2e-rig", region="IN")
 
     words = b"pooled compute\n"
     session = requests.Session()

@@ -175,7 +175,8 @@ def test_the_form_submits_through_the_api_rules(browsing, funded):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     files = [SimpleUploadedFile("w.txt", b"words\n"), SimpleUploadedFile("x.bin", b"\x00\x01")]
-    response = browsing(funded).post("/jobs/new/", _form(inputs=files))
+    script = "echo one\r\nsleep 1\r\n"  # as a browser sends a textarea
+    response = browsing(funded).post("/jobs/new/", _form(inputs=files, script=script))
     job = Job.objects.get(submitter=funded)
     assert response.status_code == 302 and response["Location"] == f"/jobs/{job.pk}/"
     assert job.spec["inputs"] == {
@@ -183,6 +184,7 @@ def test_the_form_submits_through_the_api_rules(browsing, funded):
         "x.bin": base64.b64encode(b"\x00\x01").decode(),
     }
     assert (job.slices, job.price_ceiling, job.ram_mb) == (2, 500, 256)
+    assert job.spec["script"] == "echo one\nsleep 1\n"
     assert Task.objects.filter(job=job).count() == 2
 
 
