@@ -185,6 +185,9 @@ WEB_SIGNUP_OPEN = env_bool("WEB_SIGNUP_OPEN", True)
 WEB_LOGIN_RATE = env_rate("WEB_LOGIN_RATE", "10/min")
 WEB_SIGNUP_RATE = env_rate("WEB_SIGNUP_RATE", "5/hour")
 WEB_PASSWORD_RESET_RATE = env_rate("WEB_PASSWORD_RESET_RATE", "5/hour")
+# Jobs submitted from the job form, per client address and per account (each holds credits and
+# queues its tasks; the API's own submissions count against its per-key throttle).
+WEB_JOB_SUBMIT_RATE = env_rate("WEB_JOB_SUBMIT_RATE", "30/min")
 # Password-reset mail. The console backend prints it (the demo); production names an SMTP
 # backend and its EMAIL_HOST, EMAIL_PORT, EMAIL_HOST_USER, EMAIL_HOST_PASSWORD, EMAIL_USE_TLS.
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")

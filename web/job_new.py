@@ -19,6 +19,7 @@ from jobs.serializers import MAX_SLICES, MAX_TIMEOUT_S
 from jobs.submission import job_submit
 from ledger import pricing, quotes
 from web.job_form import CreditsField, JobForm
+from web.ratelimit import spend, too_many
 from web.roles import SubmitterRequired
 
 
@@ -33,6 +34,9 @@ class NewJobPage(SubmitterRequired, View):
         return render(request, "web/jobs/new.html", {"form": _form()})
 
     def post(self, request: HttpRequest) -> HttpResponse:
+        wait = spend(request, "job_submit", account=request.user.get_username())
+        if wait:
+            return too_many(request, wait)
         form = _form(request.POST, request.FILES)
         if form.is_valid():
             try:

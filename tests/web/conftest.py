@@ -29,6 +29,7 @@ def _unspendable_budgets(settings) -> None:
     settings.WEB_LOGIN_RATE = UNSPENDABLE
     settings.WEB_SIGNUP_RATE = UNSPENDABLE
     settings.WEB_PASSWORD_RESET_RATE = UNSPENDABLE
+    settings.WEB_JOB_SUBMIT_RATE = UNSPENDABLE
 
 
 def fresh_address() -> str:

@@ -4,6 +4,7 @@ part, cancel, the zip of its outputs, the job form and its quote, credits; who m
 import base64
 import hashlib
 import io
+import uuid
 import zipfile
 
 import pytest
@@ -20,6 +21,7 @@ from tests.jobs.conftest import (
     submit_job,
     upload,
 )
+from tests.web.conftest import fresh_address
 
 pytestmark = pytest.mark.django_db
 
@@ -205,6 +207,19 @@ def test_the_form_refuses_what_the_credits_cannot_hold(browsing, alice):
     response = browsing(alice).post("/jobs/new/", _form())
     assert response.status_code == 200 and not Job.objects.exists()
     assert b'class="errors"' in response.content
+
+
+def test_submitting_from_the_form_is_limited(client, settings):
+    settings.WEB_JOB_SUBMIT_RATE = (2, 60)
+    user = user_create(username=f"busy-{uuid.uuid4().hex[:8]}", roles=["submitter"])
+    fund(user, 10_000 * CREDITS)
+    client.force_login(user)
+    address = fresh_address()
+    for _ in range(2):
+        assert client.post("/jobs/new/", _form(), REMOTE_ADDR=address).status_code == 302
+    refused = client.post("/jobs/new/", _form(), REMOTE_ADDR=address)
+    assert refused.status_code == 429 and int(refused["Retry-After"]) >= 1
+    assert Job.objects.filter(submitter=user).count() == 2
 
 
 def test_the_quote_shows_the_hold_and_each_tier(browsing, funded):
