@@ -151,8 +151,10 @@ def test_a_submitter_runs_a_job_from_the_form_and_takes_its_outputs(
         shot(tab, "credits")
         tab.set_viewport_size({"width": 390, "height": 844})
         tab.goto(f"/jobs/{job.pk}/")
-        # Phone-sized: nothing wider than the screen.
+        # Phone-sized: nothing wider than the screen, not even inside a table's scroller.
         assert tab.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+        scrollers = "[...document.querySelectorAll('.scroll')]"
+        assert tab.evaluate(f"{scrollers}.every(e => e.scrollWidth <= e.clientWidth + 1)")
         shot(tab, "job-phone")
     finally:
         context.close()
