@@ -125,6 +125,44 @@ def test_the_job_page_shows_attempts_logs_cost_and_outputs(browsing, ran):
     assert live.status_code == 200 and b"<html" not in live.content and b"bob-rig" in live.content
 
 
+def _run_some(agent, count: int) -> None:
+    for n in range(count):
+        lease = claim(agent).json()
+        name = f"out-{lease['attempt_id']}.txt"
+        assert upload(agent, lease, name, b"x%d" % n).status_code == 201
+        digest = hashlib.sha256(b"x%d" % n).hexdigest()
+        assert (
+            complete(agent, lease, artifacts=[{"name": name, "sha256": digest}]).status_code == 200
+        )
+
+
+def test_the_job_page_reads_no_query_per_task(browsing, funded, bob, django_assert_max_num_queries):
+    agents = [online_node(bob, name=f"rig-{n}")[1] for n in range(3)]
+    small = submit_job(funded.pk, slices=2)
+    fund(funded, 20_000 * CREDITS)
+    big = submit_job(funded.pk, slices=40)
+    _run_some(agents[0], 1)  # small's first slice
+    for agent in agents:
+        _run_some(agent, 4)
+    client = browsing(funded)
+    client.get(f"/jobs/{small.pk}/")  # the session and roles, read once
+    for job, rows in ((small, 2), (big, 40)):
+        with django_assert_max_num_queries(12):
+            page = client.get(f"/jobs/{job.pk}/").content
+        assert page.count(b'<td data-label="Slice">') == rows
+    assert page.count(b'<td data-label="File">') == 11
+
+
+def test_a_verified_job_shows_each_replica(browsing, funded, bob):
+    submit_job(funded.pk, slices=1, verification={"replicas": 2, "quorum": 2})
+    job = Job.objects.get(submitter=funded)
+    page = browsing(funded).get(f"/jobs/{job.pk}/").content.decode()
+    import re
+
+    print(re.findall(r"<tr>.*?</tr>", page, re.S)[:3])
+    assert "0 · replica 1" in page and "0 · replica 2" in page and "0 of 2 tasks" in page
+
+
 def test_another_submitter_finds_no_such_job(browsing, ran, mallory):
     client = browsing(mallory)
     for path in ("", "live/", "outputs.zip"):
