@@ -101,6 +101,8 @@ class Daemon:
             if owner is None
             else Verdict(False, "checking the owner's rules")
         )
+        if owner is not None and inference is not None:
+            inference.draining = True  # until the first check says otherwise
         self._benchmark = benchmark
         # Set while a hardware benchmark waits for the slots or runs: no new work meanwhile.
         self._benchmarking = threading.Event()
@@ -308,6 +310,9 @@ class Daemon:
         if _gist(verdict) != _gist(self._verdict):
             log.info("%s: %s", "taking work" if verdict.ok else "taking no work", verdict.reason)
         self._verdict = verdict
+        if self._inference is not None and not self._stop.is_set():
+            # Serving models is work for the pool too: no new requests while the rules say no.
+            self._inference.draining = not verdict.ok
         self._follow(verdict)
         self._owner.state.write_status(
             OwnerStatus(

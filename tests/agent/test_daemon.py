@@ -19,6 +19,7 @@ import pytest
 
 from agent.client import HubClient
 from agent.daemon import EXIT_AUTH, Daemon, DaemonSettings
+from agent.inference import InferenceService
 from agent.owner import Observer
 from agent.runner import TaskRunner
 from agent.sandbox import Sandbox
@@ -52,6 +53,7 @@ def make_daemon(
     *,
     owner: Observer | None = None,
     gpu_state: Callable[[], list[dict[str, Any]]] = list,
+    inference: InferenceService | None = None,
     **overrides: Any,
 ) -> Daemon:
     client = HubClient(url, "agent-key")
@@ -69,6 +71,7 @@ def make_daemon(
         load=lambda: {"cpu_pct": 1.0, "mem_pct": 2.0},
         rng=random.Random(7),
         owner=owner,
+        inference=inference,
     )
 
 

@@ -13,7 +13,10 @@ from typing import Any
 import psutil
 import pytest
 
+from agent.client import HubClient
 from agent.daemon import Daemon
+from agent.inference import InferenceService, InferenceSettings
+from agent.model_cache import ModelCache
 from agent.owner import Observer, OwnerRules, StateDir
 from agent.sandbox import Sandbox
 from agent.sandbox.images import ImagePolicy
@@ -82,6 +85,7 @@ def owner_daemon(
     *,
     idle: FakeIdle | None = None,
     gpu: Gpu | None = None,
+    inference: InferenceService | None = None,
     **rules: Any,
 ) -> Daemon:
     gpu = gpu or Gpu(50)
@@ -92,7 +96,9 @@ def owner_daemon(
         gpu_state=gpu,
         battery=lambda: False,
     )
-    return make_daemon(hub.url, keys, sandbox, owner=observer, gpu_state=gpu, owner_tick_s=0.1)
+    return make_daemon(
+        hub.url, keys, sandbox, owner=observer, gpu_state=gpu, inference=inference, owner_tick_s=0.1
+    )
 
 
 def test_it_claims_nothing_until_the_machine_has_been_idle_long_enough(
@@ -273,4 +279,33 @@ def test_a_critical_gpu_stops_the_task_and_reports_a_thermal_infra_failure(
     assert (body["failure_class"], body["reason"]) == ("infra", "thermal")
     assert body["detail"] == "GPU at 97 °C, at or above the critical 95 °C"
     assert not hub.received("/hand-back")
+    assert running.stop() == 0
+
+
+def test_no_inference_requests_are_taken_while_the_rules_say_no(
+    hub: HubStub, keys: HubKeys, start: Callable[[Daemon], Running], tmp_path: Path
+) -> None:
+    def long_poll(_: object) -> tuple[int, Any]:
+        time.sleep(0.2)  # the hub holds a poll it has nothing for
+        return 204, None
+
+    hub.routes["POST", "/api/v1/agent/inference/poll"] = long_poll
+    serving = InferenceService(
+        client=HubClient(hub.url, "agent-key"),
+        cache=ModelCache(tmp_path / "models", 2**20),
+        engine_factory=lambda model: pytest.fail("no request may reach the engine"),
+        settings=InferenceSettings(poll_wait_s=1, retry_s=0.5),
+    )
+    state = StateDir(tmp_path / "state")
+    state.pause()
+    running = start(owner_daemon(hub, keys, FakeSandbox(), state, inference=serving))
+    time.sleep(2.0)
+
+    polls = [r.json() for r in hub.received("/inference/poll")]
+    assert polls and {poll["status"] for poll in polls} == {"draining"}
+    assert len(polls) <= 8  # spaced by retry_s, not a poll the moment the last came back
+
+    state.resume()
+
+    assert hub.wait_for(lambda: hub.received("/inference/poll")[-1].json()["status"] == "available")
     assert running.stop() == 0
