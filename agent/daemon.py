@@ -148,6 +148,10 @@ class Daemon:
 
     def run(self) -> int:
         log.info("agent starting: %d slot(s), hub %s", self._settings.slots, self._client.base_url)
+        if self._owner is not None:
+            # Checked once before the first heartbeat, which tells the hub what they say.
+            self._owner_check()
+            threading.Thread(target=self._owner_loop, name="owner", daemon=True).start()
         heartbeat = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
         heartbeat.start()
         # Slot threads are daemons: one blocked in a long-poll claim must not hold up the exit.
@@ -157,8 +161,6 @@ class Daemon:
             ).start()
         if self._inference is not None:
             threading.Thread(target=self._inference.run, name="inference", daemon=True).start()
-        if self._owner is not None:
-            threading.Thread(target=self._owner_loop, name="owner", daemon=True).start()
         # A timed wait keeps the main thread responsive to signals.
         while not self._stop.wait(0.5):
             pass
@@ -168,7 +170,9 @@ class Daemon:
     # -- heartbeats ----------------------------------------------------------------------------
 
     def status(self) -> str:
-        if self._stop.is_set() or self._hub_drain:
+        # The owner's rules saying no is a drain as the hub sees it: it routes this node
+        # nothing and counts it out of the market's supply until they say yes again.
+        if self._stop.is_set() or self._hub_drain or not self._verdict.ok:
             return "draining"
         if all(not slot.idle.is_set() for slot in self._slots):
             return "busy"
@@ -296,13 +300,14 @@ class Daemon:
         return self._verdict
 
     def _owner_loop(self) -> None:
-        while True:
-            try:
-                self._owner_tick()
-            except Exception:
-                log.exception("checking the owner's rules failed; trying again")
-            if self._stop.wait(self._settings.owner_tick_s):
-                return
+        while not self._stop.wait(self._settings.owner_tick_s):
+            self._owner_check()
+
+    def _owner_check(self) -> None:
+        try:
+            self._owner_tick()
+        except Exception:
+            log.exception("checking the owner's rules failed; trying again")
 
     def _owner_tick(self) -> None:
         assert self._owner is not None

@@ -112,12 +112,15 @@ def test_it_claims_nothing_until_the_machine_has_been_idle_long_enough(
     assert hub.wait_for(lambda: len(heartbeats(hub)) >= 5)
     assert not hub.received("/claim")
     assert "in use: idle 0.5 min of 2 min (fake input)" in daemon.verdict.reason
+    # The hub hears it as a drain from the first heartbeat on: it routes the node nothing.
+    assert {beat["status"] for beat in heartbeats(hub)} == {"draining"}
     status = StateDir(tmp_path).read_status()
     assert status is not None and not status.ok and status.idle_source == "fake input"
 
     idle.value = 121.0
 
     assert hub.wait_for(lambda: bool(hub.received("/complete")))
+    assert "available" in {beat["status"] for beat in heartbeats(hub)}
     assert running.stop() == 0
 
 
