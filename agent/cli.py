@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from agent.benchmarking import BenchmarkService
-from agent.client import AuthError, HubClient, HubError, agent_version
+from agent.client import AuthError, HubClient, HubError, HubRejected, agent_version
 from agent.config import (
     CONFIG_ENV_VAR,
     SANDBOX_CHOICES,
@@ -452,6 +452,14 @@ def _doctor(args: argparse.Namespace, path: Path) -> int:
     problems += _print_sandboxes(out, config)
 
     if config is not None:
+        from agent.owner.idle import idle_source_select
+
+        _heading(out, "Owner")
+        rules = config.owner_rules()
+        _row(out, "rules", _rules_line(rules))
+        _row(out, "idle source", idle_source_select(rules.busy_cpu_pct).name)
+
+    if config is not None:
         _heading(out, "Leftovers")
         _print_leftovers(out, config)
 
@@ -579,19 +587,27 @@ def _status(args: argparse.Namespace, path: Path) -> int:
     client = HubClient(config.hub_url, config.agent_key)
     try:
         node = client.me()
-        earnings = client.earnings(utc_offset_min=_utc_offset_min())
+        _print_node(out, node)
+        _print_earnings(out, client)
     except HubError as exc:
         _row(out, "hub", f"unreachable or refused: {exc}")
         return EXIT_FAILED
     finally:
         client.close()
-    _print_node(out, node)
+    return EXIT_OK
+
+
+def _print_earnings(out: TextIO, client: HubClient) -> None:
     _heading(out, "Earnings")
+    try:
+        earnings = client.earnings(utc_offset_min=_utc_offset_min())
+    except HubRejected as exc:  # a hub from before the endpoint: the rest of status stands
+        _row(out, "earnings", f"not shown by this hub ({exc})")
+        return
     _row(out, "today", str(earnings.get("today")))
     _row(out, "total", str(earnings.get("total")))
     _row(out, "to cash out", str(earnings.get("balance")))
     _row(out, "pending cashout", str(earnings.get("cashout_pending")))
-    return EXIT_OK
 
 
 def _utc_offset_min() -> int:

@@ -292,6 +292,19 @@ def test_pause_and_resume_reach_the_running_agent_through_the_state_dir(
     assert "was not paused" in capsys.readouterr().out
 
 
+def test_status_stands_on_a_hub_that_does_not_show_earnings(
+    hub: HubStub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, _ = status_config(hub, tmp_path)
+    hub.routes["GET", EARNINGS_PATH] = (404, {"error": "not_found"})
+
+    assert main(["--config", str(path), "status"]) == 0
+
+    out = capsys.readouterr().out
+    assert "tier:           rtx-4090" in out
+    assert "earnings:       not shown by this hub" in out
+
+
 def test_status_shows_the_running_agents_verdict(
     hub: HubStub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -337,6 +350,7 @@ def test_doctor_reports_hardware_sandbox_hub_and_tier(
     for expected in ("Hardware", "cpu:", "gpu source:", "selected:       bwrap", "reachable:"):
         assert expected in out
     assert "tier:           rtx-4090" in out
+    assert "idle source:" in out
     assert "ok: ready to run jobs" in out
 
 
