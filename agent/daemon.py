@@ -346,8 +346,12 @@ class Daemon:
                     slot.held_since = None
                 elif verdict.running == THERMAL:
                     if not slot.cancellation.is_set():
-                        log.warning("slot %d: stopping attempt %s: %s", slot.index,
-                                    slot.claim.attempt_id, verdict.reason)  # fmt: skip
+                        log.warning(
+                            "slot %d: stopping attempt %s: %s",
+                            slot.index,
+                            slot.claim.attempt_id,
+                            verdict.reason,
+                        )
                     slot.cancellation.request(
                         failure_class="infra", detail=verdict.reason, reason="thermal"
                     )
@@ -372,9 +376,9 @@ class Daemon:
 
     def _why_not_claiming(self) -> str | None:
         if self._stop.is_set() or self._hub_drain:
-            return "draining"
+            return "agent draining"
         if self._benchmarking.is_set():
-            return "benchmarking"
+            return "agent benchmarking"
         if not self._verdict.ok:
             return self._verdict.reason
         return None
@@ -420,10 +424,10 @@ class Daemon:
             why = self._why_not_claiming()
             if why is not None:
                 log.info("slot %d: handing back attempt %s (%s)", slot.index, claim.attempt_id, why)
-                if why in ("benchmarking", "draining"):
-                    slot.runner.decline(claim, f"agent {why}")
-                else:  # the owner's rules: no fault of the task's or of this node's
-                    slot.runner.hand_back(claim, why)
+                if not self._verdict.ok:  # the owner's rules: no fault of the task or the node
+                    slot.runner.hand_back(claim, self._verdict.reason)
+                else:
+                    slot.runner.decline(claim, why)
                 return
             log.info(
                 "slot %d: claimed task %s of job %s (attempt %s)",
