@@ -15,6 +15,7 @@ from django.conf import settings
 from django.core.files.base import File
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Func, Value
+from django.db.models.functions import Least
 from django.utils import timezone
 
 from core.sql import statement
@@ -423,6 +424,8 @@ def attempt_fail(
 # whose job is being cancelled ends it as cancelled, as a failure report would.
 
 HAND_BACK_DETAIL = "handed back: "
+# The column's bound (a smallint): a task handed back this often uses its attempts up after all.
+MAX_ATTEMPTS_BOUND = 32767
 
 
 def attempt_hand_back(*, attempt_id: int, token: str, node_id: int, reason: str) -> str:
@@ -448,7 +451,7 @@ def attempt_hand_back(*, attempt_id: int, token: str, node_id: int, reason: str)
                 current_attempt=None,
                 version=F("version") + 1,
                 available_at=now,
-                max_attempts=F("max_attempts") + 1,
+                max_attempts=Least(F("max_attempts") + 1, MAX_ATTEMPTS_BOUND),
                 excluded_nodes=exclude_node(node_id),
             )
         _task_event(

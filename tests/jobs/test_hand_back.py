@@ -134,3 +134,12 @@ def test_an_unknown_failure_reason_is_refused(leased):
 
     assert response.status_code == 400 and "reason" in response.json()["fields"]
     assert Attempt.objects.get().state == "leased"
+
+
+def test_hand_backs_never_push_the_attempts_past_what_the_column_holds(leased):
+    _, _, agent, lease = leased
+    Task.objects.update(max_attempts=32767)
+
+    assert hand_back(agent, lease).status_code == 200
+
+    assert Task.objects.get().max_attempts == 32767
