@@ -24,7 +24,7 @@ from agent.config import (
     save_config,
 )
 from agent.owner import Observer, OwnerRules, StateDir
-from agent.owner.caps import capabilities_capped
+from agent.owner.caps import capabilities_capped, models_vram_cap
 from agent.owner.rules import rule_names
 
 EXIT_OK = 0
@@ -328,7 +328,12 @@ def _run(args: argparse.Namespace, path: Path) -> int:
         drain_grace_s=args.drain_grace or config.drain_grace_s,
     )
     daemon = Daemon(
-        inference=_inference_service(config, client, capabilities),
+        inference=_inference_service(
+            config,
+            client,
+            capabilities,
+            models_vram_cap(config.models_vram_mb, capabilities, rules),
+        ),
         client=client,
         runner_factory=lambda: TaskRunner(
             client=client, sandbox=sandbox, hub_public_key=config.hub_public_key
@@ -376,9 +381,11 @@ def _rules_line(rules: OwnerRules) -> str:
     return ", ".join(part for part in parts if part)
 
 
-def _inference_service(config: AgentConfig, client: HubClient, capabilities: dict[str, Any]):
+def _inference_service(
+    config: AgentConfig, client: HubClient, capabilities: dict[str, Any], vram_cap_mb: int
+):
     """The model-serving side of the agent, or None where the operator opted out or no
-    engine is installed."""
+    engine is installed. Models take at most `vram_cap_mb` of GPU memory (0: what is free)."""
     log = logging.getLogger("agent")
     if not config.inference:
         log.info("inference: off (this machine serves no models)")
@@ -397,7 +404,7 @@ def _inference_service(config: AgentConfig, client: HubClient, capabilities: dic
 
     def engine_for(model: dict[str, Any]) -> LlamaProcess:
         vram = int(model.get("vram_mb") or 0)
-        fits = vram > 0 and (config.models_vram_mb == 0 or vram <= config.models_vram_mb)
+        fits = vram > 0 and (vram_cap_mb == 0 or vram <= vram_cap_mb)
         if on_gpu and fits:
             return LlamaProcess(n_gpu_layers=-1)
         if int(model.get("ram_mb") or 0) > 0:
@@ -410,7 +417,7 @@ def _inference_service(config: AgentConfig, client: HubClient, capabilities: dic
         client=client,
         cache=cache,
         engine_factory=engine_for,
-        settings=InferenceSettings(slots=config.inference_slots, vram_cap_mb=config.models_vram_mb),
+        settings=InferenceSettings(slots=config.inference_slots, vram_cap_mb=vram_cap_mb),
         free_vram_mb=lambda: _free_vram_mb(detect_gpu_state),
     )
 

@@ -23,3 +23,13 @@ def capabilities_capped(capabilities: dict[str, Any], rules: OwnerRules) -> dict
         if isinstance(gpu.get("vram_total_mb"), int):
             gpu["vram_total_mb"] = math.floor(gpu["vram_total_mb"] * rules.max_gpu_mem_pct / 100)
     return capped
+
+
+def models_vram_cap(configured_mb: int, capped: dict[str, Any], rules: OwnerRules) -> int:
+    """The GPU memory models may take (0: no cap): the operator's `models_vram_mb`, within the
+    owner's share of the largest GPU (`capped` are the capabilities as cut above)."""
+    shares = [gpu.get("vram_total_mb") for gpu in capped.get("gpus") or []]
+    shares = [mb for mb in shares if isinstance(mb, int)]
+    if rules.max_gpu_mem_pct >= 100 or not shares:
+        return configured_mb
+    return min(configured_mb, max(shares)) if configured_mb else max(shares)

@@ -475,6 +475,6 @@ def test_an_operator_can_opt_out_of_inference(tmp_path: Path) -> None:
                            hub_public_key="p", models_dir=str(tmp_path), **settings)  # fmt: skip
 
     client = HubClient("http://127.0.0.1:9", "k")
-    assert _inference_service(config(inference=False), client, {}) is None
-    served = _inference_service(config(inference_slots=3, models_vram_mb=2048), client, {})
+    assert _inference_service(config(inference=False), client, {}, 0) is None
+    served = _inference_service(config(inference_slots=3), client, {}, 2048)
     assert isinstance(served, InferenceService) and served.state()["slots"] == 3

@@ -15,7 +15,7 @@ import pytest
 
 from agent.config import AgentConfig, ConfigError
 from agent.owner import KEEP, OWNER, THERMAL, Observation, OwnerRules, StateDir, may_take_work
-from agent.owner.caps import capabilities_capped
+from agent.owner.caps import capabilities_capped, models_vram_cap
 from agent.owner.idle import (
     CpuBusySource,
     IoregSource,
@@ -166,6 +166,17 @@ def test_the_hub_is_told_only_the_owners_shares() -> None:
     assert capped["ram_mb"] == 16384
     assert capped["gpus"][0]["vram_total_mb"] == 12282
     assert capabilities["ram_mb"] == 65536  # the detected figures are left as they are
+
+
+def test_models_take_no_more_gpu_memory_than_the_owners_share() -> None:
+    capped = {"gpus": [{"vram_total_mb": 6000}, {"vram_total_mb": 12000}]}
+    half = OwnerRules(max_gpu_mem_pct=50)
+
+    assert models_vram_cap(0, capped, half) == 12000
+    assert models_vram_cap(8000, capped, half) == 8000
+    assert models_vram_cap(20000, capped, half) == 12000
+    assert models_vram_cap(0, capped, OwnerRules()) == 0  # no share set: what is free
+    assert models_vram_cap(0, {"gpus": []}, half) == 0
 
 
 def test_no_share_set_leaves_the_capabilities_as_detected() -> None:
