@@ -467,6 +467,8 @@ def attempt_hand_back(*, attempt_id: int, token: str, node_id: int, reason: str)
             job_count_finished(
                 fenced.job_id, "tasks_cancelled", now, submitter_id=fenced.figures.submitter_id
             )
+            if fenced.replica > 0:  # its slice concludes once every replica has ended
+                verification.decide_after_commit(fenced.job_id, fenced.index)
         else:
             transaction.on_commit(_notify)
     return TaskState.CANCELLED if cancelled else TaskState.QUEUED

@@ -4,7 +4,7 @@ critical temperature and says so."""
 import pytest
 from django.utils import timezone
 
-from jobs.models import Attempt, Job, Task
+from jobs.models import Attempt, Job, Task, Verification
 from ledger.models import Account, Event
 from ledger.verify import verify_ledger
 from nodes.models import Node
@@ -143,3 +143,49 @@ def test_hand_backs_never_push_the_attempts_past_what_the_column_holds(leased):
     assert hand_back(agent, lease).status_code == 200
 
     assert Task.objects.get().max_attempts == 32767
+
+
+def test_a_replica_handed_back_runs_elsewhere_and_its_slice_is_still_verified(
+    submitter, bob, django_capture_on_commit_callbacks
+):
+    from tests.jobs.test_verification import RIGHT, finish, operator, take, verified_job
+
+    verified_job(submitter, slices=1)
+    _, home = online_node(bob, name="bob-home")
+    _, olga = online_node(operator("olga"), name="olga-1")
+    _, pete = online_node(operator("pete"), name="pete-1")
+    handed, kept = take(home), take(olga)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert hand_back(home, handed).json() == {"status": "queued"}
+        finish(olga, kept, RIGHT)
+        assert Job.objects.get().state == "running"  # one result is not a verdict
+        finish(pete, take(pete), RIGHT)
+
+    assert Job.objects.get().state == "succeeded"
+    assert Event.objects.get(type="SliceVerified").payload["outcome"] == "agreed"
+    report = verify_ledger(check_chain=False)
+    assert report.ok, report.problems
+
+
+def test_a_replica_of_a_cancelled_job_handed_back_lets_its_slice_conclude(
+    submitter, bob, django_capture_on_commit_callbacks
+):
+    from tests.jobs.test_verification import operator, take, verified_job
+
+    job = verified_job(submitter, slices=1)
+    _, home = online_node(bob, name="bob-home")
+    _, olga = online_node(operator("olga"), name="olga-1")
+    first, second = take(home), take(olga)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert submitter.post(f"/api/v1/jobs/{job['id']}/cancel").status_code == 200
+        assert fail(olga, second, "job", detail="cancelled").json()["status"] == "cancelled"
+        # The last replica to end: its hand-back is what concludes the slice.
+        assert hand_back(home, first).json() == {"status": "cancelled"}
+
+    assert Job.objects.get().state == "cancelled"
+    assert Verification.objects.get().state != "open"
+    assert Account.objects.get(code=f"job:{job['id']}:held").balance == 0
+    report = verify_ledger(check_chain=False)
+    assert report.ok, report.problems
