@@ -75,6 +75,8 @@ MATRIX: dict[str, tuple[str, str]] = {
     # the agent's side: a node acts only as itself
     "GET /api/v1/agent/me": ("agent", "401 ok 403 403 ok 403 403"),
     "POST /api/v1/agent/heartbeat": ("agent", "401 ok 403 403 ok 403 403"),
+    # The figures of the node's own operator: another node's agent reads its own operator's.
+    "GET /api/v1/agent/earnings": ("agent", "401 ok 403 403 ok 403 403"),
     "GET /api/v1/agent/benchmark": ("agent", "401 ok 403 403 ok 403 403"),
     # Another node's agent reporting it is refused as a benchmark it does not have (409).
     "POST /api/v1/agent/benchmark/{benchmark_id}": ("benchmark", "401 ok 403 403 409 403 403"),
@@ -87,6 +89,10 @@ MATRIX: dict[str, tuple[str, str]] = {
     ),
     "POST /api/v1/agent/attempts/{attempt_id}/complete": ("agent", "401 ok 403 403 409 403 403"),
     "POST /api/v1/agent/attempts/{attempt_id}/fail": ("agent", "401 ok 403 403 409 403 403"),
+    "POST /api/v1/agent/attempts/{attempt_id}/hand-back": (
+        "agent",
+        "401 ok 403 403 409 403 403",
+    ),
     # jobs, as their submitter sees them
     "GET /api/v1/jobs/": ("submitter", "401 ok ok 403 403 403 403"),
     "POST /api/v1/jobs/": ("submitter", "401 ok ok 403 403 403 403"),

@@ -219,6 +219,7 @@ REQUESTS: dict[str, Builder] = {
     "POST /api/v1/agent/heartbeat": lambda w, p, o: Call(
         "post", "/api/v1/agent/heartbeat", {"status": "available"}
     ),
+    "GET /api/v1/agent/earnings": lambda w, p, o: Call("get", "/api/v1/agent/earnings"),
     "POST /api/v1/agent/claim": lambda w, p, o: Call("post", "/api/v1/agent/claim", {"wait": 0}),
     "GET /api/v1/agent/benchmark": lambda w, p, o: Call("get", "/api/v1/agent/benchmark"),
     "POST /api/v1/agent/benchmark/{benchmark_id}": lambda w, p, o: _benchmark_report(w),
@@ -235,6 +236,9 @@ REQUESTS: dict[str, Builder] = {
     ),
     "POST /api/v1/agent/attempts/{attempt_id}/fail": lambda w, p, o: Call(
         "post", A.format(w.attempt_id) + "fail", _lease(w, failure_class="job")
+    ),
+    "POST /api/v1/agent/attempts/{attempt_id}/hand-back": lambda w, p, o: Call(
+        "post", A.format(w.attempt_id) + "hand-back", _lease(w, reason="owner back")
     ),
     "GET /api/v1/jobs/": lambda w, p, o: Call("get", "/api/v1/jobs/"),
     "POST /api/v1/jobs/": lambda w, p, o: Call("post", "/api/v1/jobs/", job_body()),
