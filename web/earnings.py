@@ -26,6 +26,7 @@ from web.roles import OperatorPage
 
 CHART_DAYS = 30
 CHART_HEIGHT = 120
+BAR_PITCH = 20  # a bar and its gap, in the chart's units: a wide, low chart on any screen
 CASHOUTS_SHOWN = 100
 
 
@@ -43,7 +44,7 @@ def chart_bars(days: list[EarnedDay], *, height: int = CHART_HEIGHT) -> list[Bar
     bars = []
     for n, d in enumerate(days):
         tall = d.amount * height // top if top > 0 and d.amount > 0 else 0
-        bars.append(Bar(day=d, x=n * 10, y=height - tall, height=tall))
+        bars.append(Bar(day=d, x=n * BAR_PITCH, y=height - tall, height=tall))
     return bars
 
 
@@ -72,7 +73,7 @@ class EarningsPage(OperatorPage, View):
             "totals": earned_totals(user_id=user_id),
             "bars": chart_bars(days),
             "chart_height": CHART_HEIGHT,
-            "chart_width": CHART_DAYS * 10,
+            "chart_width": CHART_DAYS * BAR_PITCH,
             "balances": balances,
             "earnings_paise": minor_to_paise_floor(
                 balances.earnings, paise_per_credit=rules.paise_per_credit
@@ -127,7 +128,7 @@ class CashoutForm(forms.Form):
 class CashoutPage(OperatorPage, View):
     http_method_names = ["get", "post", "head", "options"]
 
-    def _page(self, request: HttpRequest, form: CashoutForm, status: int = 200) -> HttpResponse:
+    def _page(self, request: HttpRequest, form: CashoutForm) -> HttpResponse:
         rules = _rules()
         context = {
             "form": form,
@@ -135,7 +136,7 @@ class CashoutPage(OperatorPage, View):
             "minimum_minor": min_cashout_minor(rules) if rules else None,
             "rules": rules,
         }
-        return render(request, "web/operator/cashout.html", context, status=status)
+        return render(request, "web/operator/cashout.html", context)
 
     def get(self, request: HttpRequest) -> HttpResponse:
         return self._page(request, CashoutForm())
@@ -143,7 +144,7 @@ class CashoutPage(OperatorPage, View):
     def post(self, request: HttpRequest) -> HttpResponse:
         form = CashoutForm(request.POST)
         if not form.is_valid():
-            return self._page(request, form, status=400)
+            return self._page(request, form)
         try:
             cashout = cashout_request(
                 operator_id=request.user.pk,
@@ -153,9 +154,9 @@ class CashoutPage(OperatorPage, View):
             )
         except NoRulesInForce:
             form.add_error(None, "Cashouts are closed: no price book is in force.")
-            return self._page(request, form, status=409)
+            return self._page(request, form)
         except DomainError as exc:
             form.add_domain_error(exc)
-            return self._page(request, form, status=400)
+            return self._page(request, form)
         messages.success(request, f"Cashout {cashout.pk} asked for: finance will review it.")
         return redirect("web:earnings")

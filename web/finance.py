@@ -139,12 +139,10 @@ def _last_30_days() -> dict[str, date]:
 class ExportsPage(FinancePage, View):
     http_method_names = ["get", "post", "head", "options"]
 
-    def _page(self, request: HttpRequest, form: PeriodForm, status: int = 200) -> HttpResponse:
+    def _page(self, request: HttpRequest, form: PeriodForm) -> HttpResponse:
         exports = CashoutExport.objects.order_by("-id")
         page = Paginator(exports, PER_PAGE).get_page(request.GET.get("page"))
-        return render(
-            request, "web/finance/exports.html", {"page": page, "form": form}, status=status
-        )
+        return render(request, "web/finance/exports.html", {"page": page, "form": form})
 
     def get(self, request: HttpRequest) -> HttpResponse:
         return self._page(request, PeriodForm(initial=_last_30_days()))
@@ -152,7 +150,7 @@ class ExportsPage(FinancePage, View):
     def post(self, request: HttpRequest) -> HttpResponse:
         form = PeriodForm(request.POST)
         if not form.is_valid():
-            return self._page(request, form, status=400)
+            return self._page(request, form)
         period_from, period_to = form.period()
         try:
             export = cashout_export_create(
@@ -160,7 +158,7 @@ class ExportsPage(FinancePage, View):
             )
         except DomainError as exc:
             form.add_error(None, str(exc))
-            return self._page(request, form, status=409)
+            return self._page(request, form)
         messages.success(request, f"Export {export.pk}: {export.count} cashout(s).")
         return redirect("web:finance_export", export_id=export.pk)
 

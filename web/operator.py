@@ -122,7 +122,7 @@ def _price_now(node: Node) -> int | None:
 
 
 def _node_page(
-    request: HttpRequest, node: Node, form: PriceFloorForm | None = None, *, status: int = 200
+    request: HttpRequest, node: Node, form: PriceFloorForm | None = None
 ) -> HttpResponse:
     form = form or PriceFloorForm(
         initial={"price_floor": Decimal(node.price_floor) / MINOR_PER_CREDIT}
@@ -134,7 +134,7 @@ def _node_page(
         "price_now": _price_now(node),
         "retired": node.state == NodeState.RETIRED,
     }
-    return render(request, "web/operator/node.html", context, status=status)
+    return render(request, "web/operator/node.html", context)
 
 
 class NodePage(OperatorPage, View):
@@ -151,12 +151,12 @@ class NodePriceFloorPage(OperatorPage, View):
         node = node_get(operator=request.user, node_id=node_id)
         form = PriceFloorForm(request.POST)
         if not form.is_valid():
-            return _node_page(request, node, form, status=400)
+            return _node_page(request, node, form)
         try:
             node_update(node=node, price_floor=form.minor(), actor=_actor(request))
         except DomainError as exc:
             form.add_error(None, str(exc))
-            return _node_page(request, node, form, status=409)
+            return _node_page(request, node, form)
         messages.success(request, f"The price floor of {node.name} is set.")
         return redirect("web:node", node_id=node.pk)
 

@@ -97,7 +97,7 @@ def test_the_price_floor_is_set_through_the_nodes_service(browsing, bob):
     assert node.price_floor == 125
     assert Event.objects.filter(stream=node.stream, type="NodePriceFloorSet").count() == 1
     refused = client.post(f"/nodes/{node.pk}/price-floor/", {"price_floor": "-1"})
-    assert refused.status_code == 400 and b"greater than or equal to 0" in refused.content
+    assert refused.status_code == 200 and b"greater than or equal to 0" in refused.content
 
 
 def test_removing_a_node_retires_it_and_revokes_its_key(browsing, bob, mallory):
@@ -162,15 +162,15 @@ def test_a_cashout_is_asked_for_through_the_ledger_with_its_errors_on_the_form(
     below = client.post(
         "/earnings/cashout/", {"amount": _credits(minimum - 100), "method": "upi", "vpa": "bob@ok"}
     )
-    assert below.status_code == 400 and "the minimum cashout is" in below.content.decode()
+    assert below.status_code == 200 and "the minimum cashout is" in below.content.decode()
     above = client.post(
         "/earnings/cashout/", {"amount": _credits(3 * minimum), "method": "upi", "vpa": "bob@ok"}
     )
-    assert above.status_code == 400 and "in earnings" in above.content.decode()
+    assert above.status_code == 200 and "in earnings" in above.content.decode()
     bad_vpa = client.post(
         "/earnings/cashout/", {"amount": _credits(minimum), "method": "upi", "vpa": "nope"}
     )
-    assert bad_vpa.status_code == 400 and "a UPI id such as name@bank" in bad_vpa.content.decode()
+    assert bad_vpa.status_code == 200 and "a UPI id such as name@bank" in bad_vpa.content.decode()
     assert not Cashout.objects.exists()
     done = client.post(
         "/earnings/cashout/", {"amount": _credits(minimum), "method": "upi", "vpa": "bob@okbank"}
@@ -224,7 +224,7 @@ def test_finance_makes_an_export_and_downloads_the_apis_bytes_and_head(browsing,
     cashout = approved_cashout(bob, minimum)
     client = browsing(carol)
     nothing = client.post("/finance/exports/", {"start": "2001-01-01", "end": "2001-01-02"})
-    assert nothing.status_code == 409 and b"left to export" in nothing.content
+    assert nothing.status_code == 200 and b"left to export" in nothing.content
     today = cashout.approved_at.date().isoformat()
     made = client.post("/finance/exports/", {"start": today, "end": today})
     export = CashoutExportLine.objects.get(cashout=cashout).export
