@@ -22,6 +22,7 @@ from ledger.models_cashouts import Cashout
 from ledger.pricing import NoRulesInForce, Rules, rules_at
 from ledger.quotes import MINOR_PER_CREDIT, minor_to_paise_floor
 from ledger.selectors import user_balances
+from web.ratelimit import over_budget_page
 from web.roles import OperatorPage
 
 CHART_DAYS = 30
@@ -142,6 +143,8 @@ class CashoutPage(OperatorPage, View):
         return self._page(request, CashoutForm())
 
     def post(self, request: HttpRequest) -> HttpResponse:
+        if refused := over_budget_page(request, "cashout"):
+            return refused
         form = CashoutForm(request.POST)
         if not form.is_valid():
             return self._page(request, form)

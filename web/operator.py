@@ -32,6 +32,7 @@ from nodes.serializers import MAX_PRICE_FLOOR
 from nodes.services import node_retire, node_update
 from nodes.trust import node_trusted
 from people.services import api_key_create
+from web.ratelimit import over_budget_page
 from web.roles import OperatorPage
 
 NODES_PER_PAGE = 50
@@ -223,6 +224,8 @@ class AddMachinePage(OperatorPage, View):
         return self._page(request, EnrolForm())
 
     def post(self, request: HttpRequest) -> HttpResponse:
+        if refused := over_budget_page(request, "enrol"):
+            return refused
         form = EnrolForm(request.POST)
         if not form.is_valid():
             return self._page(request, form)

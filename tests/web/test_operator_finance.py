@@ -256,6 +256,21 @@ def test_finance_reads_a_persons_statement(browsing, alice, bob, carol):
     assert b"Nobody has that username" in unknown.content
 
 
+def test_enrolment_keys_and_cashout_requests_have_a_budget(browsing, bob, settings):
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    settings.WEB_ENROL_RATE = (2, 3600)
+    settings.WEB_CASHOUT_RATE = (1, 3600)
+    client = browsing(bob)
+    for _ in range(2):
+        assert client.post("/nodes/add/", {"name": "box"}).status_code == 200
+    refused = client.post("/nodes/add/", {"name": "box"})
+    assert refused.status_code == 429 and int(refused["Retry-After"]) > 0
+    assert ApiKey.objects.filter(user=bob).count() == 2
+    form = {"amount": "1.00", "method": "upi", "vpa": "bob@okbank"}
+    assert client.post("/earnings/cashout/", form).status_code == 200  # refused: no earnings
+    assert client.post("/earnings/cashout/", form).status_code == 429
+
+
 # --- CSRF -------------------------------------------------------------------------------------
 
 
