@@ -25,9 +25,9 @@ from core.regions import region_code
 from jobs.models import Attempt, AttemptState
 from ledger.pricing import NoRulesInForce, spot_price_get
 from ledger.quotes import MINOR_PER_CREDIT, node_price
-from nodes.measured import headline_tflops
+from nodes.measured import best_gpu, headline_tflops
 from nodes.models import Node, NodeState
-from nodes.selectors import node_get, node_list
+from nodes.selectors import node_get, node_history, node_list
 from nodes.serializers import MAX_PRICE_FLOOR
 from nodes.services import node_retire, node_update
 from nodes.trust import node_trusted
@@ -36,6 +36,7 @@ from web.ratelimit import over_budget_page
 from web.roles import OperatorPage
 
 NODES_PER_PAGE = 50
+HISTORY_SHOWN = 20
 ACTIVE = (AttemptState.LEASED, AttemptState.RUNNING)
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
@@ -133,6 +134,8 @@ def _node_page(
         "node": node,
         "form": form,
         "price_now": _price_now(node),
+        "gpu": best_gpu(node.measured or {}),
+        "history": node_history(node=node).order_by("-version")[:HISTORY_SHOWN],
         "retired": node.state == NodeState.RETIRED,
     }
     return render(request, "web/operator/node.html", context)

@@ -45,7 +45,7 @@ def too_many(request: HttpRequest, wait: float) -> HttpResponse:
 def over_budget_page(request: HttpRequest, action: str) -> HttpResponse | None:
     """For a signed-in person's write: spend one of WEB_<action>_RATE, per address and per
     account; the 429 page once a budget is spent, else None."""
-    wait = spend(request, action, account=f"user:{request.user.pk}")
+    wait = spend(request, action, account=request.user.get_username())
     return too_many(request, wait) if wait else None
 
 

@@ -6,6 +6,7 @@ import io
 import json
 import re
 import time
+import uuid
 
 import pytest
 from django.test import Client
@@ -16,9 +17,11 @@ from ledger.models import Event
 from ledger.models_cashouts import Cashout, CashoutExportLine, CashoutStatus
 from nodes.models import Node, NodeState, Ownership
 from people.models import ApiKey
+from people.services import user_create
 from tests.conftest import client_with_key
 from tests.ledger.economy_helpers import UPI, approved_cashout, request_cashout
 from tests.nodes.conftest import capabilities, register_node
+from tests.web.conftest import fresh_address
 from tests.web.helpers_operator import min_cashout_minor, with_earnings, working_node
 
 pytestmark = pytest.mark.django_db
@@ -83,7 +86,8 @@ def test_an_operator_sees_their_nodes_with_the_work_they_run(browsing, alice, bo
     assert "71 °C" in row and f"{work.node.reliability * 100:.1f}%" in row
     assert "mallory-rig" not in page and f"node-{other.pk}" not in page
     detail = browsing(bob).get(f"/nodes/{work.node.pk}/").content.decode()
-    assert f"task {work.task_id}" in detail and "TFLOPS" in detail
+    assert f"task {work.task_id}" in detail and "TFLOPS fp32" in detail
+    assert "NodeRegistered" in re.search(r'id="node-history">(.*?)</table>', detail, re.DOTALL)[1]
     for path in (f"/nodes/{other.pk}/", "/nodes/999999999/"):
         assert browsing(bob).get(path).status_code == 404, path
 
@@ -256,19 +260,26 @@ def test_finance_reads_a_persons_statement(browsing, alice, bob, carol):
     assert b"Nobody has that username" in unknown.content
 
 
-def test_enrolment_keys_and_cashout_requests_have_a_budget(browsing, bob, settings):
-    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+def test_enrolment_keys_and_cashout_requests_have_a_budget(browsing, settings):
+    # Budgets live in Redis across runs: an account and addresses no earlier run counted.
+    operator = user_create(username=f"op-{uuid.uuid4().hex[:8]}", roles=["operator"])
     settings.WEB_ENROL_RATE = (2, 3600)
     settings.WEB_CASHOUT_RATE = (1, 3600)
-    client = browsing(bob)
+    client, address = browsing(operator), fresh_address()
     for _ in range(2):
-        assert client.post("/nodes/add/", {"name": "box"}).status_code == 200
-    refused = client.post("/nodes/add/", {"name": "box"})
+        made = client.post("/nodes/add/", {"name": "box"}, REMOTE_ADDR=address)
+        assert made.status_code == 200
+    refused = client.post("/nodes/add/", {"name": "box"}, REMOTE_ADDR=address)
     assert refused.status_code == 429 and int(refused["Retry-After"]) > 0
-    assert ApiKey.objects.filter(user=bob).count() == 2
-    form = {"amount": "1.00", "method": "upi", "vpa": "bob@okbank"}
-    assert client.post("/earnings/cashout/", form).status_code == 200  # refused: no earnings
-    assert client.post("/earnings/cashout/", form).status_code == 429
+    # The account's budget is spent from any address.
+    elsewhere = client.post("/nodes/add/", {"name": "box"}, REMOTE_ADDR=fresh_address())
+    assert elsewhere.status_code == 429
+    assert ApiKey.objects.filter(user=operator).count() == 2
+    form = {"amount": "1.00", "method": "upi", "vpa": "op@okbank"}
+    first = client.post("/earnings/cashout/", form, REMOTE_ADDR=fresh_address())
+    assert first.status_code == 200 and b"the minimum cashout is" in first.content
+    again = client.post("/earnings/cashout/", form, REMOTE_ADDR=fresh_address())
+    assert again.status_code == 429
 
 
 # --- CSRF -------------------------------------------------------------------------------------
