@@ -71,7 +71,8 @@ class NodeRow:
         return node_trusted(self.node)
 
     @property
-    def tier_measured(self) -> bool:
+    def tier_as_claimed(self) -> bool:
+        """Paid as the tier its GPU's name claims (else the benchmark found less, or none)."""
         return self.node.tier == self.node.claimed_tier
 
 
