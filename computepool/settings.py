@@ -185,6 +185,10 @@ WEB_SIGNUP_OPEN = env_bool("WEB_SIGNUP_OPEN", True)
 WEB_LOGIN_RATE = env_rate("WEB_LOGIN_RATE", "10/min")
 WEB_SIGNUP_RATE = env_rate("WEB_SIGNUP_RATE", "5/hour")
 WEB_PASSWORD_RESET_RATE = env_rate("WEB_PASSWORD_RESET_RATE", "5/hour")
+# Budgets of a signed-in person's writes that make something lasting: enrolment keys made on
+# the add-a-machine page, cashouts asked for; per client address and per account.
+WEB_ENROL_RATE = env_rate("WEB_ENROL_RATE", "20/hour")
+WEB_CASHOUT_RATE = env_rate("WEB_CASHOUT_RATE", "20/hour")
 # Jobs submitted from the job form, per client address and per account (each holds credits and
 # queues its tasks; the API's own submissions count against its per-key throttle).
 WEB_JOB_SUBMIT_RATE = env_rate("WEB_JOB_SUBMIT_RATE", "30/min")

@@ -18,10 +18,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.api.bodies import validated
+from core.api.pagination import OldestFirstPagination
 from core.api.permissions import IsSubmitter
 from jobs import attempts as attempt_services
 from jobs.claim import Lease, claim_current, task_claim
-from jobs.models import Artifact, Attempt, Job, LogChunk
+from jobs.models import Artifact, Attempt, Job, JobKind, JobState, LogChunk
 from jobs.node_profile import profile_for
 from jobs.selectors import job_timeline, queue_backoff_ends
 from jobs.serializers import (
@@ -30,6 +31,7 @@ from jobs.serializers import (
     ClaimIn,
     CompleteIn,
     FailIn,
+    HandBackIn,
     JobDetailOut,
     JobIn,
     JobOut,
@@ -59,8 +61,9 @@ class UtcDateTimeFilter(filters.IsoDateTimeFilter):
 
 
 class JobFilter(filters.FilterSet):
-    state = filters.CharFilter()
-    kind = filters.CharFilter()
+    # Choices, not free text: ?state=bogus is a 400 naming the field, not an empty list.
+    state = filters.ChoiceFilter(choices=JobState.choices)
+    kind = filters.ChoiceFilter(choices=JobKind.choices)
     created_after = UtcDateTimeFilter(field_name="created_at", lookup_expr="gte")
     created_before = UtcDateTimeFilter(field_name="created_at", lookup_expr="lt")
 
@@ -153,10 +156,11 @@ class JobCancelApi(APIView):
 
 
 class JobLogsApi(generics.ListAPIView):
-    """Log chunks of a job's attempts, in the order they were received."""
+    """Log chunks of a job's attempts, in the order they were received (oldest first)."""
 
     permission_classes = [IsSubmitter]
     serializer_class = LogChunkOut
+    pagination_class = OldestFirstPagination
 
     @extend_schema(
         parameters=[
@@ -382,5 +386,25 @@ class FailApi(_AttemptApi):
             detail=d["detail"],
             stdout_tail=d["stdout_tail"],
             stderr_tail=d["stderr_tail"],
+            reason=d["reason"],
         )
         return Response({"status": outcome.task_state, "runtime_ms": outcome.runtime_ms})
+
+
+class HandBackApi(_AttemptApi):
+    serializer_class = HandBackIn
+
+    @extend_schema(
+        request=HandBackIn,
+        responses={200: dict},
+        summary="Give the attempt back unfinished (the machine's owner wants it): requeued now",
+    )
+    def post(self, request: Request, attempt_id: int) -> Response:
+        d = self._valid(request)
+        state = attempt_services.attempt_hand_back(
+            attempt_id=attempt_id,
+            token=d["lease_token"],
+            node_id=request.auth.pk,
+            reason=d["reason"],
+        )
+        return Response({"status": state})

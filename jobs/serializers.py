@@ -350,8 +350,16 @@ class CompleteIn(LeaseIn):
     want_next = serializers.BooleanField(default=False)
 
 
+class HandBackIn(LeaseIn):
+    reason = serializers.CharField(max_length=500)
+
+
 class FailIn(LeaseIn):
     failure_class = serializers.ChoiceField(choices=["job", "infra", "timeout"])
+    # "thermal": the agent stopped the work because its GPU reached the critical temperature.
+    reason = serializers.ChoiceField(
+        choices=["thermal"], required=False, allow_null=True, default=None
+    )
     exit_code = serializers.IntegerField(
         min_value=-1024, max_value=1024, required=False, allow_null=True, default=None
     )

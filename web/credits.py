@@ -12,14 +12,14 @@ from django.views import View
 
 from ledger.selectors import user_balances
 from ledger.statements import statement_lines
-from web.roles import SubmitterRequired
+from web.roles import SubmitterPage
 
 PAGE_SIZE = 50
 # The history runs from the first entry the books can hold.
 BEGINNING = datetime(2000, 1, 1, tzinfo=UTC)
 
 
-class CreditsPage(SubmitterRequired, View):
+class CreditsPage(SubmitterPage, View):
     """The balances, then the postings oldest first, a page at a time forward by posting id
     (a keyset, as the statement's lines are read)."""
 

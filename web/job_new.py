@@ -19,24 +19,23 @@ from jobs.serializers import MAX_SLICES, MAX_TIMEOUT_S
 from jobs.submission import job_submit
 from ledger import pricing, quotes
 from web.job_form import CreditsField, JobForm
-from web.ratelimit import spend, too_many
-from web.roles import SubmitterRequired
+from web.ratelimit import over_budget_page
+from web.roles import SubmitterPage
 
 
 def _form(data=None, files=None) -> JobForm:
     return JobForm(data, files, tiers=sorted(known_tiers()))
 
 
-class NewJobPage(SubmitterRequired, View):
+class NewJobPage(SubmitterPage, View):
     http_method_names = ["get", "post", "head", "options"]
 
     def get(self, request: HttpRequest) -> HttpResponse:
         return render(request, "web/jobs/new.html", {"form": _form()})
 
     def post(self, request: HttpRequest) -> HttpResponse:
-        wait = spend(request, "job_submit", account=request.user.get_username())
-        if wait:
-            return too_many(request, wait)
+        if refused := over_budget_page(request, "job_submit"):
+            return refused
         form = _form(request.POST, request.FILES)
         if form.is_valid():
             try:
@@ -70,7 +69,7 @@ class TierQuote:
     quote: quotes.JobQuote
 
 
-class QuotePage(SubmitterRequired, View):
+class QuotePage(SubmitterPage, View):
     """What the job in the form would cost now: a fragment the form's script fetches as the
     fields change (and a page of its own without a script)."""
 

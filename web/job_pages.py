@@ -16,7 +16,7 @@ from jobs.models import Artifact, Attempt, Job, JobState, LogChunk
 from ledger.settlement import settlements_for_attempts
 from web.job_zip import job_zip_chunks
 from web.placement import placement_reasons
-from web.roles import SubmitterRequired
+from web.roles import SubmitterPage
 
 PAGE_SIZE = 50
 LOG_CHUNKS_SHOWN = 500  # the newest ones; the API pages through all of them
@@ -45,7 +45,7 @@ def _int_param(request: HttpRequest, name: str) -> int | None:
     return int(value) if value.isascii() and value.isdigit() and len(value) <= 18 else None
 
 
-class JobsPage(SubmitterRequired, View):
+class JobsPage(SubmitterPage, View):
     """Your jobs, newest first, a page at a time by id (keyset: the job_submitter_recent index
     serves any page as fast as the first)."""
 
@@ -126,12 +126,12 @@ def job_view(job_id: int, request: HttpRequest) -> JobView:
     )
 
 
-class JobPage(SubmitterRequired, View):
+class JobPage(SubmitterPage, View):
     def get(self, request: HttpRequest, job_id: int) -> HttpResponse:
         return render(request, "web/jobs/detail.html", {"v": job_view(job_id, request)})
 
 
-class JobLivePage(SubmitterRequired, View):
+class JobLivePage(SubmitterPage, View):
     """The changing part of the job's page, fetched again every few seconds by
     web/static/web/job-live.js while the job runs."""
 
@@ -141,7 +141,7 @@ class JobLivePage(SubmitterRequired, View):
         return response
 
 
-class JobCancelPage(SubmitterRequired, View):
+class JobCancelPage(SubmitterPage, View):
     http_method_names = ["post", "options"]
 
     def post(self, request: HttpRequest, job_id: int) -> HttpResponse:
@@ -159,7 +159,7 @@ class JobCancelPage(SubmitterRequired, View):
         return redirect("web:job", job_id=job.pk)
 
 
-class JobZipPage(SubmitterRequired, View):
+class JobZipPage(SubmitterPage, View):
     """Every output of the job's succeeded attempts, as one zip written while it is sent."""
 
     def get(self, request: HttpRequest, job_id: int) -> StreamingHttpResponse:

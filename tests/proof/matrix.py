@@ -51,10 +51,14 @@ OWNERS = {
     "page_public": "anyone (a page: every caller with their browser session, or none)",
     "page_self": "alice (her browser session): her own account and keys",
     "page_reset": "anyone, holding alice's valid password-reset link",
+    "page_operator": "bob (his browser session): his node, earnings and cashouts",
+    "page_finance": "bob (his browser session): his cashouts, which finance decides and exports",
     "page_submitter": "alice (her browser session): her jobs, their outputs, her credits",
 }
 # Owner kinds of the rows that are web pages (see the module's docstring).
-PAGE_OWNERS = {"page_public", "page_self", "page_reset", "page_submitter"}
+PAGE_OWNERS = {
+    "page_public", "page_self", "page_reset", "page_operator", "page_finance", "page_submitter"
+}  # fmt: skip
 
 # endpoint -> (owner, the cells in ACTORS order). 401: not authenticated; 403: the credential's
 # role may not call it; 404: the object is someone else's (answered exactly like a missing one);
@@ -76,6 +80,8 @@ MATRIX: dict[str, tuple[str, str]] = {
     # the agent's side: a node acts only as itself
     "GET /api/v1/agent/me": ("agent", "401 ok 403 403 ok 403 403"),
     "POST /api/v1/agent/heartbeat": ("agent", "401 ok 403 403 ok 403 403"),
+    # The figures of the node's own operator: another node's agent reads its own operator's.
+    "GET /api/v1/agent/earnings": ("agent", "401 ok 403 403 ok 403 403"),
     "GET /api/v1/agent/benchmark": ("agent", "401 ok 403 403 ok 403 403"),
     # Another node's agent reporting it is refused as a benchmark it does not have (409).
     "POST /api/v1/agent/benchmark/{benchmark_id}": ("benchmark", "401 ok 403 403 409 403 403"),
@@ -88,6 +94,10 @@ MATRIX: dict[str, tuple[str, str]] = {
     ),
     "POST /api/v1/agent/attempts/{attempt_id}/complete": ("agent", "401 ok 403 403 409 403 403"),
     "POST /api/v1/agent/attempts/{attempt_id}/fail": ("agent", "401 ok 403 403 409 403 403"),
+    "POST /api/v1/agent/attempts/{attempt_id}/hand-back": (
+        "agent",
+        "401 ok 403 403 409 403 403",
+    ),
     # jobs, as their submitter sees them
     "GET /api/v1/jobs/": ("submitter", "401 ok ok 403 403 403 403"),
     "POST /api/v1/jobs/": ("submitter", "401 ok ok 403 403 403 403"),
@@ -150,6 +160,36 @@ MATRIX: dict[str, tuple[str, str]] = {
     "GET /account/keys/": ("page_self", "login ok ok ok login ok ok"),
     "POST /account/keys/": ("page_self", "login ok ok ok login ok ok"),
     "POST /account/keys/{key_id}/revoke/": ("page_self", "login ok 404 404 login 404 404"),
+    # an operator's pages: their own nodes, earnings and cashouts only
+    "GET /nodes/": ("page_operator", "login ok 403 ok login 403 403"),
+    "GET /nodes/add/": ("page_operator", "login ok 403 ok login 403 403"),
+    "POST /nodes/add/": ("page_operator", "login ok 403 ok login 403 403"),
+    "GET /nodes/{node_id}/": ("page_operator", "login ok 403 404 login 403 403"),
+    "POST /nodes/{node_id}/price-floor/": ("page_operator", "login ok 403 404 login 403 403"),
+    "POST /nodes/{node_id}/retire/": ("page_operator", "login ok 403 404 login 403 403"),
+    "GET /earnings/": ("page_operator", "login ok 403 ok login 403 403"),
+    "GET /earnings/cashout/": ("page_operator", "login ok 403 ok login 403 403"),
+    "POST /earnings/cashout/": ("page_operator", "login ok 403 ok login 403 403"),
+    # finance's pages
+    "GET /finance/cashouts/": ("page_finance", "login 403 403 403 login ok ok"),
+    "POST /finance/cashouts/{cashout_id}/approve/": (
+        "page_finance",
+        "login 403 403 403 login ok ok",
+    ),
+    "POST /finance/cashouts/{cashout_id}/reject/": (
+        "page_finance",
+        "login 403 403 403 login ok ok",
+    ),
+    "POST /finance/cashouts/{cashout_id}/paid/": ("page_finance", "login 403 403 403 login ok ok"),
+    "GET /finance/exports/": ("page_finance", "login 403 403 403 login ok ok"),
+    "POST /finance/exports/": ("page_finance", "login 403 403 403 login ok ok"),
+    "GET /finance/exports/{export_id}/": ("page_finance", "login 403 403 403 login ok ok"),
+    "GET /finance/exports/{export_id}/download/": (
+        "page_finance",
+        "login 403 403 403 login ok ok",
+    ),
+    "GET /finance/exports/{export_id}/head/": ("page_finance", "login 403 403 403 login ok ok"),
+    "GET /finance/statements/": ("page_finance", "login 403 403 403 login ok ok"),
     # a submitter's pages (web/job_pages.py, web/job_new.py, web/credits.py)
     "GET /jobs/": ("page_submitter", "login ok ok 403 login 403 403"),
     "GET /jobs/new/": ("page_submitter", "login ok ok 403 login 403 403"),
@@ -170,6 +210,9 @@ LIST_SEES_OWNERS_OBJECT = {
     "GET /api/v1/jobs/": {"owner"},
     "GET /api/v1/cashouts/": {"owner", "finance", "admin"},
     "GET /account/keys/": {"owner"},
+    "GET /nodes/": {"owner"},
+    "GET /earnings/": {"owner"},
+    "GET /finance/cashouts/": {"finance", "admin"},
     "GET /jobs/": {"owner"},
 }
 
@@ -179,7 +222,10 @@ EXCLUDED_PREFIXES = {
     "(checked by test_the_admin_site_takes_no_api_key)",
     "/api-auth/": "DRF's browsable-API login and logout pages",
 }
-EXCLUDED_PATHS: dict[str, str] = {}
+EXCLUDED_PATHS: dict[str, str] = {
+    "/api/v1/{unknown}": "any path the API does not serve: a JSON 404 for everyone "
+    "(tests/core/test_api_base.py)",
+}
 
 
 def expected(endpoint: str) -> dict[str, str]:

@@ -58,6 +58,8 @@ OWNER_PLAYS = {
     "page_public": "alice",
     "page_self": "alice",
     "page_reset": "alice",
+    "page_operator": "bob",
+    "page_finance": "bob",
     "page_submitter": "alice",
 }
 ROLE_OF = {
@@ -123,6 +125,10 @@ def _iso(when) -> str:
 def _period() -> str:
     now = timezone.now()
     return f"from={_iso(now - timedelta(days=1))}&to={_iso(now + timedelta(days=1))}"
+
+
+def _day(offset: int) -> str:
+    return (timezone.now() + timedelta(days=offset)).date().isoformat()
 
 
 def _lease(w: World, **body: Any) -> dict[str, Any]:
@@ -229,6 +235,7 @@ REQUESTS: dict[str, Builder] = {
     "POST /api/v1/agent/heartbeat": lambda w, p, o: Call(
         "post", "/api/v1/agent/heartbeat", {"status": "available"}
     ),
+    "GET /api/v1/agent/earnings": lambda w, p, o: Call("get", "/api/v1/agent/earnings"),
     "POST /api/v1/agent/claim": lambda w, p, o: Call("post", "/api/v1/agent/claim", {"wait": 0}),
     "GET /api/v1/agent/benchmark": lambda w, p, o: Call("get", "/api/v1/agent/benchmark"),
     "POST /api/v1/agent/benchmark/{benchmark_id}": lambda w, p, o: _benchmark_report(w),
@@ -245,6 +252,9 @@ REQUESTS: dict[str, Builder] = {
     ),
     "POST /api/v1/agent/attempts/{attempt_id}/fail": lambda w, p, o: Call(
         "post", A.format(w.attempt_id) + "fail", _lease(w, failure_class="job")
+    ),
+    "POST /api/v1/agent/attempts/{attempt_id}/hand-back": lambda w, p, o: Call(
+        "post", A.format(w.attempt_id) + "hand-back", _lease(w, reason="owner back")
     ),
     "GET /api/v1/jobs/": lambda w, p, o: Call("get", "/api/v1/jobs/"),
     "POST /api/v1/jobs/": lambda w, p, o: Call("post", "/api/v1/jobs/", job_body()),
@@ -341,6 +351,47 @@ REQUESTS: dict[str, Builder] = {
     "POST /account/keys/{key_id}/revoke/": lambda w, p, o: page(
         "post", f"/account/keys/{w.spare_key.pk}/revoke/"
     ),
+    "GET /nodes/": lambda w, p, o: page("get", "/nodes/"),
+    "GET /nodes/add/": lambda w, p, o: page("get", "/nodes/add/"),
+    "POST /nodes/add/": lambda w, p, o: page("post", "/nodes/add/", {"name": "matrix"}),
+    "GET /nodes/{node_id}/": lambda w, p, o: page("get", f"/nodes/{w.node.pk}/"),
+    "POST /nodes/{node_id}/price-floor/": lambda w, p, o: page(
+        "post", f"/nodes/{w.node.pk}/price-floor/", {"price_floor": "1.50"}
+    ),
+    "POST /nodes/{node_id}/retire/": lambda w, p, o: page("post", f"/nodes/{w.node.pk}/retire/"),
+    "GET /earnings/": lambda w, p, o: page("get", "/earnings/"),
+    "GET /earnings/cashout/": lambda w, p, o: page("get", "/earnings/cashout/"),
+    "POST /earnings/cashout/": lambda w, p, o: page(
+        "post",
+        "/earnings/cashout/",
+        {"amount": f"{min_cashout_minor() / 100:.2f}", "method": "upi", "vpa": UPI["vpa"]},
+    ),
+    "GET /finance/cashouts/": lambda w, p, o: page("get", "/finance/cashouts/"),
+    "POST /finance/cashouts/{cashout_id}/approve/": lambda w, p, o: page(
+        "post", f"/finance/cashouts/{w.cashout_requested.pk}/approve/"
+    ),
+    "POST /finance/cashouts/{cashout_id}/reject/": lambda w, p, o: page(
+        "post", f"/finance/cashouts/{w.cashout_requested.pk}/reject/", {"reason": "not this one"}
+    ),
+    "POST /finance/cashouts/{cashout_id}/paid/": lambda w, p, o: page(
+        "post", f"/finance/cashouts/{w.cashout_approved.pk}/paid/", {"payout_reference": "UTR-2"}
+    ),
+    "GET /finance/exports/": lambda w, p, o: page("get", "/finance/exports/"),
+    "POST /finance/exports/": lambda w, p, o: page(
+        "post", "/finance/exports/", {"start": _day(-1), "end": _day(1)}
+    ),
+    "GET /finance/exports/{export_id}/": lambda w, p, o: page(
+        "get", f"/finance/exports/{w.export.pk}/"
+    ),
+    "GET /finance/exports/{export_id}/download/": lambda w, p, o: page(
+        "get", f"/finance/exports/{w.export.pk}/download/"
+    ),
+    "GET /finance/exports/{export_id}/head/": lambda w, p, o: page(
+        "get", f"/finance/exports/{w.export.pk}/head/"
+    ),
+    "GET /finance/statements/": lambda w, p, o: page(
+        "get", f"/finance/statements/?username=bob&start={_day(-1)}&end={_day(1)}"
+    ),
     "GET /jobs/": lambda w, p, o: page("get", "/jobs/"),
     "GET /jobs/new/": lambda w, p, o: page("get", "/jobs/new/"),
     "POST /jobs/new/": lambda w, p, o: page("post", "/jobs/new/", _job_form()),
@@ -363,6 +414,9 @@ OWNED_OBJECT = {
 # Pages: text that shows the owner's object on the page.
 OWNED_TEXT = {
     "GET /account/keys/": lambda w: w.spare_key.prefix,
+    "GET /nodes/": lambda w: f'id="node-{w.node.pk}"',
+    "GET /earnings/": lambda w: f'id="cashout-{w.cashout_requested.pk}"',
+    "GET /finance/cashouts/": lambda w: f'id="cashout-{w.cashout_requested.pk}"',
     "GET /jobs/": lambda w: f'data-job="{w.job.pk}"',
 }
 
