@@ -13,8 +13,9 @@ from django.conf import settings
 class Schedule:
     name: str  # the PeriodicTask row's name; also how stale rows are recognised
     task: str  # the Celery task name
-    every_s: int
+    every_s: int | None  # an interval; or None for once a day at `daily_at`
     description: str
+    daily_at: tuple[int, int] | None = None  # (hour, minute), UTC
 
 
 def schedules() -> list[Schedule]:
@@ -54,5 +55,12 @@ def schedules() -> list[Schedule]:
             "jobs.reprice_market",
             settings.MARKET_REPRICE_INTERVAL_S,
             "Move each (region, tier) spot price one step with supply and demand, within bounds.",
+        ),
+        Schedule(
+            "ledger: verify nightly",
+            "ledger.verify",
+            None,
+            "Replay the log, check the chain and the books (verify_ledger); alert on a failure.",
+            daily_at=(settings.LEDGER_VERIFY_HOUR, settings.LEDGER_VERIFY_MINUTE),
         ),
     ]

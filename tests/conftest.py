@@ -72,6 +72,12 @@ def _vouched_pool(settings) -> None:
     settings.JOB_SPOTCHECK_MAX_PCT = 0
 
 
+@pytest.fixture(autouse=True)
+def _fresh_metrics(settings) -> None:
+    """Every scrape reads the database: a gauge one test cached must not answer another's."""
+    settings.METRICS_CACHE_S = 0
+
+
 # The same pool for the processes of a live stack (tests/e2e/conftest.py).
 VOUCHED_POOL_ENV = {"JOB_TRUST_AFTER_VERIFIED": "0", "JOB_SPOTCHECK_MAX_PCT": "0"}
 
