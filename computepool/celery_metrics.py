@@ -37,25 +37,26 @@ _started: dict[str, float] = {}  # task id -> perf_counter at its start, in the 
 _in_beat = False
 
 
-def _serve(port: int | None, what: str) -> None:
+def _serve(port: int | None, what: str) -> object:
     if port is None:
-        return
+        return None
     from prometheus_client import start_http_server
 
-    start_http_server(port, registry=exposition(database=False))
+    served = start_http_server(port, registry=exposition(database=False))
     log.info("%s metrics on :%s/metrics", what, port)
+    return served
 
 
 @worker_init.connect
-def _worker_serves(**_: object) -> None:
-    _serve(settings.WORKER_METRICS_PORT, "worker")
+def _worker_serves(**_: object) -> object:
+    return _serve(settings.WORKER_METRICS_PORT, "worker")
 
 
 @beat_init.connect
-def _beat_serves(**_: object) -> None:
+def _beat_serves(**_: object) -> object:
     global _in_beat
     _in_beat = True
-    _serve(settings.BEAT_METRICS_PORT, "beat")
+    return _serve(settings.BEAT_METRICS_PORT, "beat")
 
 
 @task_prerun.connect

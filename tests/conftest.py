@@ -10,6 +10,8 @@ import os
 import pytest
 from django.db import connection
 
+from tests.core.alerting import celery_queue  # noqa: F401 - a fixture for every test
+
 REQUIRE_POSTGRES = os.environ.get("REQUIRE_POSTGRES") == "1"
 
 
