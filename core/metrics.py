@@ -117,6 +117,9 @@ def exposition(*, database: bool) -> CollectorRegistry:
     both; the worker and beat only theirs (the hub already answers for the database)."""
     registry = CollectorRegistry(auto_describe=True)
     if multiprocess():
+        # A process started with the variable but no directory yet (a one-off `manage.py`)
+        # must not fail on it.
+        os.makedirs(os.environ["PROMETHEUS_MULTIPROC_DIR"], exist_ok=True)
         MultiProcessCollector(registry)
     else:
         registry.register(_LiveCollector())
