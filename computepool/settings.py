@@ -299,6 +299,9 @@ EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "computepool@localhost")
+# Where the file-based backend (EMAIL_BACKEND=django.core.mail.backends.filebased.EmailBackend)
+# writes each mail.
+EMAIL_FILE_PATH = env_str("EMAIL_FILE_PATH", str(VAR_DIR / "mail"))
 SERVER_EMAIL = DEFAULT_FROM_EMAIL
 
 # --- Logging ---------------------------------------------------------------------------------

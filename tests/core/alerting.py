@@ -4,7 +4,11 @@ themselves), with Django's locmem mail backend standing in for SMTP."""
 
 import base64
 import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 import redis
@@ -47,3 +51,26 @@ def celery_queue():
     drain_queue()
     yield drain_queue
     drain_queue()
+
+
+@contextmanager
+def webhook_receiver() -> Iterator[tuple[list[dict], str]]:
+    """A local HTTP server standing in for the admins' webhook receiver: (the JSON bodies it
+    got, its URL)."""
+    got: list[dict] = []
+
+    class Receiver(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            got.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield got, f"http://127.0.0.1:{server.server_port}/alerts"
+    finally:
+        server.shutdown()

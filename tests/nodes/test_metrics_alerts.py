@@ -1,9 +1,6 @@
 """The fleet in /metrics, the node reaper's batches, and the admins told of quarantines."""
 
-import json
-import threading
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -14,6 +11,7 @@ from nodes.models import DriverBlock
 from nodes.services import nodes_reap
 from nodes.services.quarantine import Rule, driver_blocks_enforce, node_quarantine
 from tests.conftest import client_with_key
+from tests.core.alerting import webhook_receiver
 from tests.core.scraping import scrape, value
 from tests.nodes.conftest import beat, register_node
 
@@ -30,25 +28,10 @@ def admins(dave, alice):
 
 @pytest.fixture
 def webhook(settings):
-    """A local HTTP server standing in for the admins' webhook receiver: the bodies it got."""
-    received: list[dict] = []
-
-    class Receiver(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            length = int(self.headers["Content-Length"])
-            received.append(json.loads(self.rfile.read(length)))
-            self.send_response(204)
-            self.end_headers()
-
-        def log_message(self, *args) -> None:
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Receiver)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    settings.ALERT_WEBHOOK_URL = f"http://127.0.0.1:{server.server_port}/hook"
-    yield received
-    server.shutdown()
+    """The bodies the admins' webhook receiver got."""
+    with webhook_receiver() as (got, url):
+        settings.ALERT_WEBHOOK_URL = url
+        yield got
 
 
 def test_a_blocked_driver_is_counted_and_mailed_to_the_admins(
