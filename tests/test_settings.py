@@ -41,6 +41,10 @@ def start(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess:
         ({"CELERY_BROKER_URL": "amqp://guest@localhost//"}, "CELERY_BROKER_URL must be"),
         ({"LOG_LEVEL": "LOUD"}, "LOG_LEVEL='LOUD' must be one of"),
         ({"MAX_REQUEST_BYTES": "10"}, "MAX_REQUEST_BYTES=10 is below the minimum 1024"),
+        ({"LEDGER_VERIFY_AT": "25:00"}, "LEDGER_VERIFY_AT='25:00' is not HH:MM"),
+        ({"LEDGER_VERIFY_AT": "nightly"}, "LEDGER_VERIFY_AT='nightly' is not HH:MM"),
+        ({"ALERT_WEBHOOK_URL": "ftp://x/y"}, "ALERT_WEBHOOK_URL must be an http:// or https://"),
+        ({"METRICS_CACHE_S": "-1"}, "METRICS_CACHE_S=-1 is below the minimum 0"),
     ],
 )
 def test_it_refuses_a_bad_value_by_name(env, message, tmp_path):
