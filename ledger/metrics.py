@@ -1,3 +1,6 @@
+"""The ledger's figures for /metrics (docs/metrics.md): the event log, entries and credits as
+they are posted, cashouts as they move and those still open, and the nightly verification."""
+
 from collections.abc import Iterable
 
 from django.db import transaction
@@ -36,6 +39,12 @@ CASHOUTS = counter(
     "computepool_cashouts_total",
     "Cashouts moved into a status (requested, approved, rejected, paid).",
     ["status"],
+)
+VERIFICATIONS = counter(
+    "computepool_ledger_verifications_total",
+    "Scheduled verify_ledger runs, by result (ok, failed: differences found, error: it could "
+    "not run).",
+    ["result"],
 )
 
 _OPEN = (CashoutStatus.REQUESTED, CashoutStatus.APPROVED)
@@ -81,11 +90,3 @@ def open_cashout_samples() -> Iterable[tuple[dict[str, str], float]]:
 def open_cashout_minor_samples() -> Iterable[tuple[dict[str, str], float]]:
     found = _open_cashouts()
     return [({"status": status}, found.get(status, (0, 0))[1]) for status in _OPEN]
-
-
-VERIFICATIONS = counter(
-    "computepool_ledger_verifications_total",
-    "Scheduled verify_ledger runs, by result (ok, failed: differences found, error: it could "
-    "not run).",
-    ["result"],
-)

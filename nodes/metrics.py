@@ -50,7 +50,7 @@ def node_samples() -> Samples:
     rows = _nodes()
     samples = [
         ({"state": state, "tier": tier, "region": region}, count)
-        for state, tier, region, count, _, _ in rows
+        for state, tier, region, count, *_ in rows
     ]
     # Every state appears, at 0 when no node is in it, so a query over it never sees a gap.
     seen = {row[0] for row in rows}
@@ -65,12 +65,12 @@ def node_samples() -> Samples:
 def heartbeat_lag_samples() -> Samples:
     worst: dict[str, float] = {}
     weighted: dict[str, tuple[float, int]] = {}
-    for state, _, _, count, most, mean in _nodes():
+    for state, _, _, _, most, mean, beating in _nodes():
         if most is None:  # not in service, or never beat
             continue
         worst[state] = max(worst.get(state, 0.0), float(most))
         total, n = weighted.get(state, (0.0, 0))
-        weighted[state] = (total + float(mean) * count, n + count)
+        weighted[state] = (total + float(mean) * beating, n + beating)
     return [({"state": s, "stat": "max"}, v) for s, v in sorted(worst.items())] + [
         ({"state": s, "stat": "mean"}, total / n) for s, (total, n) in sorted(weighted.items())
     ]
