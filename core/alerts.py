@@ -10,8 +10,10 @@ channel retries on its own (a webhook that is down does not send the mail twice)
 
 import logging
 
+from django.conf import settings
 from django.db import transaction
 
+from core import tasks
 from core.metrics import counter
 
 log = logging.getLogger(__name__)
@@ -25,10 +27,6 @@ def alert(kind: str, subject: str, body: str) -> None:
 
 
 def _send(kind: str, subject: str, body: str) -> None:
-    from django.conf import settings
-
-    from core import tasks
-
     ALERTS.labels(kind).inc()
     try:
         tasks.alert_mail.delay(kind, subject, body)

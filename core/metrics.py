@@ -56,8 +56,9 @@ def histogram(
     return Histogram(name, help_text, labels, buckets=buckets, registry=LIVE)
 
 
-# Buckets shared by the latencies: a claim takes milliseconds, a dispatch may wait minutes.
-SECONDS_FAST = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+# Buckets shared by the latencies: a claim takes milliseconds, a reaper run up to seconds, a
+# dispatch may wait minutes.
+SECONDS_FAST = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 SECONDS_SLOW = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 
 
