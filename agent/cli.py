@@ -1,4 +1,4 @@
-"""`computepool-agent register | run | doctor | status`."""
+"""`computepool-agent register | run | doctor | status | pause | resume | models`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from agent.benchmarking import BenchmarkService
-from agent.client import AuthError, HubClient, HubError, agent_version
+from agent.client import AuthError, HubClient, HubError, HubRejected, agent_version
 from agent.config import (
     CONFIG_ENV_VAR,
     SANDBOX_CHOICES,
@@ -23,6 +23,9 @@ from agent.config import (
     resolve_config_path,
     save_config,
 )
+from agent.owner import Observer, OwnerRules, StateDir
+from agent.owner.caps import capabilities_capped, models_vram_cap
+from agent.owner.rules import rule_names
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -69,14 +72,75 @@ def _positive_int(value: str) -> int:
     return number
 
 
-def _positive_float(value: str) -> float:
+def _float(value: str, *, zero: bool) -> float:
     try:
         number = float(value)
     except ValueError:
-        number = 0.0
-    if number <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {value!r}")
+        number = -1.0
+    if not (number > 0 or (zero and number == 0)):  # NaN is neither
+        wanted = "a number ≥ 0" if zero else "a positive number"
+        raise argparse.ArgumentTypeError(f"expected {wanted}, got {value!r}")
     return number
+
+
+def _positive_float(value: str) -> float:
+    return _float(value, zero=False)
+
+
+def _non_negative_float(value: str) -> float:
+    return _float(value, zero=True)
+
+
+def _percent(value: str) -> int:
+    number = _positive_int(value)
+    if number > 100:
+        raise argparse.ArgumentTypeError(f"expected a percentage from 1 to 100, got {value!r}")
+    return number
+
+
+def _owner_flags(run: argparse.ArgumentParser) -> None:
+    """The owner's rules, each over its setting in the config file (docs/operators.md)."""
+    from agent.owner.rules import ON_RETURN_CHOICES
+
+    rules = run.add_argument_group("the owner's rules (default: config)")
+    rules.add_argument(
+        "--idle-minutes", type=_non_negative_float, metavar="N",
+        help="start after N minutes without keyboard or mouse input (0: whenever)",
+    )  # fmt: skip
+    battery = rules.add_mutually_exclusive_group()
+    battery.add_argument(
+        "--run-on-battery", dest="run_on_battery", action="store_true", default=None,
+        help="work on battery power too",
+    )  # fmt: skip
+    battery.add_argument(
+        "--no-run-on-battery", dest="run_on_battery", action="store_false",
+        help="take no work on battery power",
+    )  # fmt: skip
+    rules.add_argument(
+        "--active-hours", metavar="HH:MM-HH:MM",
+        help='only between these local times, e.g. 22:00-07:00 ("" for any time)',
+    )  # fmt: skip
+    rules.add_argument(
+        "--pause-program", dest="pause_programs", action="append", metavar="NAME",
+        help="pause while a program of this name runs (repeatable; replaces the config's list)",
+    )  # fmt: skip
+    rules.add_argument("--max-cpu-pct", type=_percent, metavar="X", help="share of the cores")
+    rules.add_argument("--max-ram-gb", type=_non_negative_float, metavar="Y", help="RAM (0: all)")
+    rules.add_argument(
+        "--max-gpu-mem-pct", type=_percent, metavar="Z", help="share of each GPU's memory"
+    )
+    rules.add_argument(
+        "--on-owner-return", choices=ON_RETURN_CHOICES,
+        help="running work when the owner comes back: hand it back to the hub, or suspend it",
+    )  # fmt: skip
+    rules.add_argument(
+        "--max-temp", dest="max_temp_c", type=_positive_float, metavar="C",
+        help="no new work with a GPU this hot (°C)",
+    )  # fmt: skip
+    rules.add_argument(
+        "--critical-temp", dest="critical_temp_c", type=_positive_float, metavar="C",
+        help="stop running work with a GPU this hot (°C)",
+    )  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -119,8 +183,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="on stop, how long running tasks may finish (default: config, 60)",
     )
 
+    _owner_flags(run)
+
     commands.add_parser("doctor", help="check hardware, sandboxes and the hub connection")
-    commands.add_parser("status", help="show this node's state on the hub and its local config")
+    commands.add_parser(
+        "status", help="show the owner's rules, the agent's verdict, earnings and the node's state"
+    )
+    commands.add_parser("pause", help="take no work until `resume` (the running agent obeys)")
+    commands.add_parser("resume", help="take work again, as the owner's rules allow")
     commands.add_parser("models", help="list the models kept on this machine for inference")
     return parser
 
@@ -131,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     path = resolve_config_path(args.config)
     handler = {
         "register": _register, "run": _run, "doctor": _doctor, "status": _status,
-        "models": _models,
+        "models": _models, "pause": _pause, "resume": _resume,
     }  # fmt: skip
     try:
         return handler[args.command](args, path)
@@ -223,6 +293,7 @@ def _run(args: argparse.Namespace, path: Path) -> int:
     from agent.sandbox.leftovers import leftovers_remove
 
     log = logging.getLogger("agent")
+    rules = config.owner_rules(**{name: getattr(args, name, None) for name in rule_names()})
     if args.allow_unsandboxed:
         print(UNSANDBOXED_WARNING, file=sys.stderr)
     preference = args.sandbox or config.sandbox
@@ -248,7 +319,8 @@ def _run(args: argparse.Namespace, path: Path) -> int:
     leftovers_remove(node)
     work_dir = Path(config.work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
-    capabilities = detect_capabilities(work_dir=work_dir).to_dict()
+    capabilities = capabilities_capped(detect_capabilities(work_dir=work_dir).to_dict(), rules)
+    owner = _owner_observer(config, rules, detect_gpu_state)
     client = HubClient(config.hub_url, config.agent_key)
     settings = DaemonSettings(
         slots=args.slots or config.slots,
@@ -256,7 +328,12 @@ def _run(args: argparse.Namespace, path: Path) -> int:
         drain_grace_s=args.drain_grace or config.drain_grace_s,
     )
     daemon = Daemon(
-        inference=_inference_service(config, client, capabilities),
+        inference=_inference_service(
+            config,
+            client,
+            capabilities,
+            models_vram_cap(config.models_vram_mb, capabilities, rules),
+        ),
         client=client,
         runner_factory=lambda: TaskRunner(
             client=client, sandbox=sandbox, hub_public_key=config.hub_public_key
@@ -269,6 +346,7 @@ def _run(args: argparse.Namespace, path: Path) -> int:
             hub_public_key=config.hub_public_key,
             gpu=any(gpu.get("vendor") == "nvidia" for gpu in capabilities.get("gpus") or []),
         ),
+        owner=owner,
     )
     daemon.install_signal_handlers()
     try:
@@ -277,9 +355,37 @@ def _run(args: argparse.Namespace, path: Path) -> int:
         client.close()
 
 
-def _inference_service(config: AgentConfig, client: HubClient, capabilities: dict[str, Any]):
+def _owner_observer(config: AgentConfig, rules: OwnerRules, gpu_state) -> Observer:
+    from agent.owner.idle import idle_source_select
+
+    log = logging.getLogger("agent")
+    idle = idle_source_select(rules.busy_cpu_pct)
+    log.info("owner's rules: %s; idle source: %s", _rules_line(rules), idle.name)
+    return Observer(
+        rules=rules, idle=idle, state=StateDir(Path(config.state_dir)), gpu_state=gpu_state
+    )
+
+
+def _rules_line(rules: OwnerRules) -> str:
+    parts = [
+        f"idle {rules.idle_minutes:g} min" if rules.idle_minutes else "no idle wait",
+        "on battery too" if rules.run_on_battery else "not on battery",
+        f"hours {rules.active_hours}" if rules.active_hours else "any hour",
+        f"pause for {', '.join(rules.pause_programs)}" if rules.pause_programs else "",
+        f"≤ {rules.max_cpu_pct} % of cores",
+        f"≤ {rules.max_ram_gb:g} GB RAM" if rules.max_ram_gb else "",
+        f"≤ {rules.max_gpu_mem_pct} % of GPU memory",
+        f"owner back: {rules.on_owner_return.replace('_', ' ')}",
+        f"GPU limits {rules.max_temp_c:g}/{rules.critical_temp_c:g} °C",
+    ]
+    return ", ".join(part for part in parts if part)
+
+
+def _inference_service(
+    config: AgentConfig, client: HubClient, capabilities: dict[str, Any], vram_cap_mb: int
+):
     """The model-serving side of the agent, or None where the operator opted out or no
-    engine is installed."""
+    engine is installed. Models take at most `vram_cap_mb` of GPU memory (0: what is free)."""
     log = logging.getLogger("agent")
     if not config.inference:
         log.info("inference: off (this machine serves no models)")
@@ -298,7 +404,7 @@ def _inference_service(config: AgentConfig, client: HubClient, capabilities: dic
 
     def engine_for(model: dict[str, Any]) -> LlamaProcess:
         vram = int(model.get("vram_mb") or 0)
-        fits = vram > 0 and (config.models_vram_mb == 0 or vram <= config.models_vram_mb)
+        fits = vram > 0 and (vram_cap_mb == 0 or vram <= vram_cap_mb)
         if on_gpu and fits:
             return LlamaProcess(n_gpu_layers=-1)
         if int(model.get("ram_mb") or 0) > 0:
@@ -311,7 +417,7 @@ def _inference_service(config: AgentConfig, client: HubClient, capabilities: dic
         client=client,
         cache=cache,
         engine_factory=engine_for,
-        settings=InferenceSettings(slots=config.inference_slots, vram_cap_mb=config.models_vram_mb),
+        settings=InferenceSettings(slots=config.inference_slots, vram_cap_mb=vram_cap_mb),
         free_vram_mb=lambda: _free_vram_mb(detect_gpu_state),
     )
 
@@ -351,6 +457,14 @@ def _doctor(args: argparse.Namespace, path: Path) -> int:
 
     _heading(out, "Sandboxes")
     problems += _print_sandboxes(out, config)
+
+    if config is not None:
+        from agent.owner.idle import idle_source_select
+
+        _heading(out, "Owner")
+        rules = config.owner_rules()
+        _row(out, "rules", _rules_line(rules))
+        _row(out, "idle source", idle_source_select(rules.busy_cpu_pct).name)
 
     if config is not None:
         _heading(out, "Leftovers")
@@ -475,16 +589,74 @@ def _status(args: argparse.Namespace, path: Path) -> int:
     _row(out, "sandbox", config.sandbox)
     _row(out, "allowed images", ", ".join(config.allowed_images))
     _row(out, "work dir", config.work_dir)
+    _print_owner(out, config)
     _heading(out, "Hub")
     client = HubClient(config.hub_url, config.agent_key)
     try:
         node = client.me()
+        _print_node(out, node)
+        _print_earnings(out, client)
     except HubError as exc:
         _row(out, "hub", f"unreachable or refused: {exc}")
         return EXIT_FAILED
     finally:
         client.close()
-    _print_node(out, node)
+    return EXIT_OK
+
+
+def _print_earnings(out: TextIO, client: HubClient) -> None:
+    _heading(out, "Earnings")
+    try:
+        earnings = client.earnings(utc_offset_min=_utc_offset_min())
+    except HubRejected as exc:  # a hub from before the endpoint: the rest of status stands
+        _row(out, "earnings", f"not shown by this hub ({exc})")
+        return
+    _row(out, "today", str(earnings.get("today")))
+    _row(out, "total", str(earnings.get("total")))
+    _row(out, "to cash out", str(earnings.get("balance")))
+    _row(out, "pending cashout", str(earnings.get("cashout_pending")))
+
+
+def _utc_offset_min() -> int:
+    """This machine's offset from UTC now, so that "today" starts at its midnight."""
+    return (time.localtime().tm_gmtoff or 0) // 60
+
+
+# A status file older than this was left by an agent that is no longer running.
+STATUS_STALE_S = 60.0
+
+
+def _print_owner(out: TextIO, config: AgentConfig) -> None:
+    _heading(out, "Owner")
+    _row(out, "rules", _rules_line(config.owner_rules()))
+    state = StateDir(Path(config.state_dir))
+    _row(out, "paused", "yes (computepool-agent resume)" if state.paused() else "no")
+    status = state.read_status()
+    if status is None or time.time() - status.updated_at > STATUS_STALE_S:
+        _row(out, "agent", "not running")
+        return
+    _row(out, "agent", f"running (pid {status.pid})")
+    _row(out, "idle source", status.idle_source)
+    _row(out, "verdict", f"{'taking work' if status.ok else 'taking no work'}: {status.reason}")
+    if status.suspended:
+        _row(out, "suspended", f"{status.suspended} task(s)")
+
+
+def _pause(args: argparse.Namespace, path: Path) -> int:
+    config = load_config(path)
+    StateDir(Path(config.state_dir)).pause()
+    print(
+        "paused: the agent takes no new work and "
+        f"{'suspends' if config.on_owner_return == 'suspend' else 'hands back'} what runs; "
+        "`computepool-agent resume` to go on"
+    )
+    return EXIT_OK
+
+
+def _resume(args: argparse.Namespace, path: Path) -> int:
+    config = load_config(path)
+    was = StateDir(Path(config.state_dir)).resume()
+    print("resumed: work is taken as the owner's rules allow" if was else "was not paused")
     return EXIT_OK
 
 

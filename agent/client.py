@@ -400,6 +400,7 @@ class HubClient:
         detail: str,
         stdout_tail: str = "",
         stderr_tail: str = "",
+        reason: str | None = None,
     ) -> None:
         body = {
             "lease_token": lease_token,
@@ -409,7 +410,19 @@ class HubClient:
             "stdout_tail": stdout_tail,
             "stderr_tail": stderr_tail,
         }
+        if reason is not None:
+            body["reason"] = reason
         self._request("POST", f"/api/v1/agent/attempts/{attempt_id}/fail", json_body=body)
+
+    def hand_back(self, attempt_id: int, *, lease_token: str, reason: str) -> None:
+        """Release the lease now, unfailed: the hub requeues the task at once."""
+        body = {"lease_token": lease_token, "reason": reason}
+        self._request("POST", f"/api/v1/agent/attempts/{attempt_id}/hand-back", json_body=body)
+
+    def earnings(self, *, utc_offset_min: int = 0) -> dict[str, Any]:
+        """The node owner's earnings: today (from local midnight, `utc_offset_min` east of UTC),
+        in all, and waiting in cashouts."""
+        return self._json("GET", f"/api/v1/agent/earnings?utc_offset_min={int(utc_offset_min)}")
 
 
 def _error_for(method: str, path: str, response: requests.Response) -> HubError:

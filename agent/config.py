@@ -12,6 +12,8 @@ from typing import Any
 
 import platformdirs
 
+from agent.owner.rules import OwnerRules
+
 APP_NAME = "computepool"
 CONFIG_ENV_VAR = "COMPUTEPOOL_AGENT_CONFIG"
 DEFAULT_ALLOWED_IMAGES = ("computepool/*",)
@@ -24,6 +26,10 @@ class ConfigError(Exception):
 
 def default_work_dir() -> Path:
     return Path(platformdirs.user_data_dir(APP_NAME)) / "work"
+
+
+def default_state_dir() -> Path:
+    return Path(platformdirs.user_state_dir(APP_NAME))
 
 
 def default_models_dir() -> Path:
@@ -58,6 +64,22 @@ class AgentConfig:
     # model that needs more runs on the CPU where the catalog allows it, else is refused).
     inference_slots: int = 1
     models_vram_mb: int = 0
+    # Where `pause` leaves its flag and the running agent its verdict: the owner's commands and
+    # the agent must both be able to write it.
+    state_dir: str = field(default_factory=lambda: str(default_state_dir()))
+    # The owner's rules (agent.owner.rules.OwnerRules, where each is explained and checked).
+    idle_minutes: float = OwnerRules.idle_minutes
+    run_on_battery: bool = OwnerRules.run_on_battery
+    active_hours: str = OwnerRules.active_hours
+    pause_programs: list[str] = field(default_factory=list)
+    max_cpu_pct: int = OwnerRules.max_cpu_pct
+    max_ram_gb: float = OwnerRules.max_ram_gb
+    max_gpu_mem_pct: int = OwnerRules.max_gpu_mem_pct
+    on_owner_return: str = OwnerRules.on_owner_return
+    suspend_max_s: float = OwnerRules.suspend_max_s
+    busy_cpu_pct: float = OwnerRules.busy_cpu_pct
+    max_temp_c: float = OwnerRules.max_temp_c
+    critical_temp_c: float = OwnerRules.critical_temp_c
 
     def __post_init__(self) -> None:
         self.hub_url = self.hub_url.rstrip("/")
@@ -71,6 +93,17 @@ class AgentConfig:
         again after a crash): the node id alone is not enough, since every hub has a node 9 and
         two agents of two hubs may share a machine (and its Docker engine)."""
         return owner_name(self.hub_url, self.node_id)
+
+    def owner_rules(self, **overrides: Any) -> OwnerRules:
+        """The owner's rules of this file, with the flags of `run` over them; checked."""
+        values = self.to_dict() | {k: v for k, v in overrides.items() if v is not None}
+        if not isinstance(values["pause_programs"], list | tuple):
+            raise ConfigError("pause_programs must be a list of program names")
+        rules = OwnerRules.from_values(values)
+        problems = rules.problems()
+        if problems:
+            raise ConfigError("; ".join(problems))
+        return rules
 
     def _problems(self) -> list[str]:
         problems = []
@@ -108,6 +141,10 @@ class AgentConfig:
             value = getattr(self, name)
             if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
                 problems.append(f"{name} must be a positive number (got {value!r})")
+        try:
+            self.owner_rules()
+        except ConfigError as exc:
+            problems.append(str(exc))
         return problems
 
     def to_dict(self) -> dict[str, Any]:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
 import random
+import re
 import signal
 import threading
 import time
@@ -25,6 +27,7 @@ from agent.client import (
     HubUnavailable,
 )
 from agent.inference import InferenceService
+from agent.owner import KEEP, OWNER, THERMAL, Observer, OwnerStatus, Verdict, may_take_work
 from agent.runner import Cancellation, TaskRunner
 from agent.spec import SpecRejected
 
@@ -48,6 +51,8 @@ class DaemonSettings:
     reconnect_cap_s: float = 60.0
     idle_base_s: float = 1.0
     idle_cap_s: float = 30.0
+    # How often the owner's rules are checked: how soon the owner's return is noticed.
+    owner_tick_s: float = 2.0
 
 
 @dataclass
@@ -57,6 +62,9 @@ class Slot:
     claim: Claim | None = None
     cancellation: Cancellation | None = None
     idle: threading.Event = field(default_factory=threading.Event)
+    # Set while the owner's rules keep the running job suspended, and since when.
+    hold: threading.Event = field(default_factory=threading.Event)
+    held_since: float | None = None
 
     def __post_init__(self) -> None:
         self.idle.set()
@@ -82,8 +90,19 @@ class Daemon:
         rng: random.Random | None = None,
         inference: InferenceService | None = None,
         benchmark: BenchmarkService | None = None,
+        owner: Observer | None = None,
     ) -> None:
         self._inference = inference
+        # The owner's rules; without them the machine works whenever it runs. With them nothing
+        # is claimed before their first check.
+        self._owner = owner
+        self._verdict = (
+            Verdict(True, "no owner rules")
+            if owner is None
+            else Verdict(False, "checking the owner's rules")
+        )
+        if owner is not None and inference is not None:
+            inference.draining = True  # until the first check says otherwise
         self._benchmark = benchmark
         # Set while a hardware benchmark waits for the slots or runs: no new work meanwhile.
         self._benchmarking = threading.Event()
@@ -129,6 +148,10 @@ class Daemon:
 
     def run(self) -> int:
         log.info("agent starting: %d slot(s), hub %s", self._settings.slots, self._client.base_url)
+        if self._owner is not None:
+            # Checked once before the first heartbeat, which tells the hub what they say.
+            self._owner_check()
+            threading.Thread(target=self._owner_loop, name="owner", daemon=True).start()
         heartbeat = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
         heartbeat.start()
         # Slot threads are daemons: one blocked in a long-poll claim must not hold up the exit.
@@ -147,7 +170,9 @@ class Daemon:
     # -- heartbeats ----------------------------------------------------------------------------
 
     def status(self) -> str:
-        if self._stop.is_set() or self._hub_drain:
+        # The owner's rules saying no is a drain as the hub sees it: it routes this node
+        # nothing and counts it out of the market's supply until they say yes again.
+        if self._stop.is_set() or self._hub_drain or not self._verdict.ok:
             return "draining"
         if all(not slot.idle.is_set() for slot in self._slots):
             return "busy"
@@ -268,10 +293,95 @@ class Daemon:
             rng=self._rng,
         )
 
+    # -- the owner's rules -----------------------------------------------------------------------
+
+    @property
+    def verdict(self) -> Verdict:
+        return self._verdict
+
+    def _owner_loop(self) -> None:
+        while not self._stop.wait(self._settings.owner_tick_s):
+            self._owner_check()
+
+    def _owner_check(self) -> None:
+        try:
+            self._owner_tick()
+        except Exception:
+            log.exception("checking the owner's rules failed; trying again")
+
+    def _owner_tick(self) -> None:
+        assert self._owner is not None
+        verdict = may_take_work(self._owner.observe(), self._owner.rules)
+        if _gist(verdict) != _gist(self._verdict):
+            log.info("%s: %s", "taking work" if verdict.ok else "taking no work", verdict.reason)
+        self._verdict = verdict
+        if self._inference is not None and not self._stop.is_set():
+            # Serving models is work for the pool too: no new requests while the rules say no.
+            self._inference.draining = not verdict.ok
+        self._follow(verdict)
+        self._owner.state.write_status(
+            OwnerStatus(
+                ok=verdict.ok,
+                reason=verdict.reason,
+                idle_source=self._owner.idle.name,
+                suspended=sum(1 for slot in self._slots if slot.held_since is not None),
+                updated_at=time.time(),
+                pid=os.getpid(),
+            )
+        )
+
+    def _follow(self, verdict: Verdict) -> None:
+        """Do with the running work what the verdict says."""
+        assert self._owner is not None
+        rules = self._owner.rules
+        now = time.monotonic()
+        with self._lock:
+            for slot in self._slots:
+                if slot.claim is None or slot.cancellation is None:
+                    continue
+                if verdict.ok or verdict.running == KEEP:
+                    if slot.held_since is not None:
+                        log.info("slot %d: resuming attempt %s", slot.index, slot.claim.attempt_id)
+                    slot.hold.clear()
+                    slot.held_since = None
+                elif verdict.running == THERMAL:
+                    if not slot.cancellation.is_set():
+                        log.warning(
+                            "slot %d: stopping attempt %s: %s",
+                            slot.index,
+                            slot.claim.attempt_id,
+                            verdict.reason,
+                        )
+                    slot.cancellation.request(
+                        failure_class="infra", detail=verdict.reason, reason="thermal"
+                    )
+                elif verdict.running == OWNER and rules.on_owner_return == "suspend":
+                    if slot.held_since is None:
+                        log.info(
+                            "slot %d: suspending attempt %s", slot.index, slot.claim.attempt_id
+                        )
+                        slot.held_since = now
+                        slot.hold.set()
+                    elif now - slot.held_since >= rules.suspend_max_s:
+                        slot.cancellation.request_hand_back(
+                            f"suspended for {rules.suspend_max_s:g} s: {verdict.reason}"
+                        )
+                elif verdict.running == OWNER:
+                    slot.cancellation.request_hand_back(verdict.reason)
+
     # -- slots ---------------------------------------------------------------------------------
 
     def _claiming(self) -> bool:
-        return not self._stop.is_set() and not self._hub_drain and not self._benchmarking.is_set()
+        return self._why_not_claiming() is None
+
+    def _why_not_claiming(self) -> str | None:
+        if self._stop.is_set() or self._hub_drain:
+            return "agent draining"
+        if self._benchmarking.is_set():
+            return "agent benchmarking"
+        if not self._verdict.ok:
+            return self._verdict.reason
+        return None
 
     def _slot_loop(self, slot: Slot) -> None:
         unreachable = self._reconnect_backoff()
@@ -311,10 +421,13 @@ class Daemon:
         """Run a claim and any follow-up the hub hands back with its completion."""
         while claim is not None:
             spec = claim.spec
-            if not self._claiming():
-                why = "benchmarking" if self._benchmarking.is_set() else "draining"
+            why = self._why_not_claiming()
+            if why is not None:
                 log.info("slot %d: handing back attempt %s (%s)", slot.index, claim.attempt_id, why)
-                slot.runner.decline(claim, f"agent {why}")
+                if not self._verdict.ok:  # the owner's rules: no fault of the task or the node
+                    slot.runner.hand_back(claim, self._verdict.reason)
+                else:
+                    slot.runner.decline(claim, why)
                 return
             log.info(
                 "slot %d: claimed task %s of job %s (attempt %s)",
@@ -328,16 +441,26 @@ class Daemon:
                 slot.claim, slot.cancellation = claim, cancellation
                 slot.idle.clear()
             try:
-                outcome = slot.runner.run(claim, cancel=cancellation, want_next=self._claiming())
+                outcome = slot.runner.run(
+                    claim, cancel=cancellation, want_next=self._claiming(), hold=slot.hold
+                )
             finally:
                 with self._lock:
                     slot.claim, slot.cancellation = None, None
+                    slot.hold.clear()
+                    slot.held_since = None
                     slot.idle.set()
             claim = outcome.next
 
     # -- drain ---------------------------------------------------------------------------------
 
     def _drain(self, heartbeat: threading.Thread) -> None:
+        with self._lock:
+            for slot in self._slots:
+                # Suspended, it would only sit out the grace period: the owner still wants the
+                # machine, so it goes back to the hub now.
+                if slot.held_since is not None and slot.cancellation is not None:
+                    slot.cancellation.request_hand_back(f"agent stopping: {self._verdict.reason}")
         running = self.running()
         grace = self._settings.drain_grace_s
         log.info("draining: %d task(s) running, waiting up to %g s for them", running, grace)
@@ -375,3 +498,8 @@ class Daemon:
                 if self._force.is_set() or time.monotonic() >= deadline:
                     return False
         return True
+
+
+def _gist(verdict: Verdict) -> tuple[bool, str, str]:
+    """A verdict without its figures: a change of rule is logged, a minute more idle is not."""
+    return verdict.ok, verdict.running, re.sub(r"[0-9.]+", "#", verdict.reason)

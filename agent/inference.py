@@ -215,6 +215,10 @@ class InferenceService:
                 threading.Thread(
                     target=self._serve_slot, args=(assignment,), name="inference", daemon=True
                 ).start()
+            if self.draining:
+                # A draining node is sent nothing and answered at once: it only says so now
+                # and then (the owner's rules may keep it so for hours).
+                self._stop.wait(self._settings.retry_s)
 
     def stop(self) -> None:
         self._stop.set()

@@ -48,11 +48,24 @@ class Cancellation:
     event: threading.Event = field(default_factory=threading.Event)
     failure_class: str = "job"
     detail: str = "cancelled"
+    # Why, in one word, where the hub records it ("thermal").
+    reason: str | None = None
+    # Give the attempt back unfailed (the owner wants the machine), rather than report a failure.
+    hand_back: bool = False
     stale: bool = False
 
-    def request(self, *, failure_class: str = "job", detail: str = "cancelled") -> None:
+    def request(
+        self, *, failure_class: str = "job", detail: str = "cancelled", reason: str | None = None
+    ) -> None:
         if not self.event.is_set():
             self.failure_class = failure_class
+            self.detail = detail
+            self.reason = reason
+        self.event.set()
+
+    def request_hand_back(self, detail: str) -> None:
+        if not self.event.is_set():
+            self.hand_back = True
             self.detail = detail
         self.event.set()
 
@@ -67,7 +80,8 @@ class Cancellation:
 @dataclass
 class RunOutcome:
     attempt_id: int
-    result: str  # "succeeded", "failed", "stale" (lease lost: nothing reported) or "unreported"
+    # "succeeded", "failed", "handed_back", "stale" (lease lost: nothing reported) or "unreported"
+    result: str
     failure_class: str | None = None
     detail: str = ""
     next: Claim | None = None
@@ -315,11 +329,19 @@ class TaskRunner:
         self._log_flush_interval_s = log_flush_interval_s
         self._busy = threading.Lock()
 
-    def run(self, claim: Claim, *, cancel: Cancellation, want_next: bool) -> RunOutcome:
+    def run(
+        self,
+        claim: Claim,
+        *,
+        cancel: Cancellation,
+        want_next: bool,
+        hold: threading.Event | None = None,
+    ) -> RunOutcome:
+        """Run the attempt; while `hold` is set the sandbox keeps the job suspended."""
         if not self._busy.acquire(blocking=False):
             raise RuntimeError("this slot is already running an attempt")
         try:
-            return self._run(claim, cancel, want_next)
+            return self._run(claim, cancel, want_next, hold)
         finally:
             self._busy.release()
 
@@ -327,7 +349,25 @@ class TaskRunner:
         """Hand a claim back unrun (the agent is draining) so that the hub requeues it at once."""
         return self._fail(claim, "infra", detail)
 
-    def _run(self, claim: Claim, cancel: Cancellation, want_next: bool) -> RunOutcome:
+    def hand_back(self, claim: Claim, detail: str) -> RunOutcome:
+        """Give the attempt back to the hub, which requeues its task at once without counting it
+        as a failure of the task or of this node: the owner wants the machine."""
+        return self._reported(
+            claim,
+            lambda: self._client.hand_back(
+                claim.attempt_id, lease_token=claim.lease_token, reason=detail
+            ),
+            RunOutcome(claim.attempt_id, "handed_back", detail=detail),
+            f"handed back ({detail})",
+        )
+
+    def _run(
+        self,
+        claim: Claim,
+        cancel: Cancellation,
+        want_next: bool,
+        hold: threading.Event | None,
+    ) -> RunOutcome:
         try:
             verify_spec(claim.spec, claim.signature, self._hub_public_key)
         except SpecRejected as exc:
@@ -360,7 +400,9 @@ class TaskRunner:
         )
         streamer.start()
         try:
-            result = self._sandbox.run(request, on_output=streamer.feed, cancel=cancel.event)
+            result = self._sandbox.run(
+                request, on_output=streamer.feed, cancel=cancel.event, hold=hold
+            )
         except SandboxRefused as exc:
             return self._fail(claim, "infra", f"refused by the sandbox: {exc}")
         except Exception as exc:
@@ -385,8 +427,15 @@ class TaskRunner:
             return self._stale(claim)
         tails = {"stdout_tail": result.stdout_tail, "stderr_tail": result.stderr_tail}
         if result.cancelled or (cancel.is_set() and result.exit_code != 0):
+            if cancel.hand_back:
+                return self.hand_back(claim, cancel.detail)
             return self._fail(
-                claim, cancel.failure_class, cancel.detail, exit_code=result.exit_code, **tails
+                claim,
+                cancel.failure_class,
+                cancel.detail,
+                exit_code=result.exit_code,
+                reason=cancel.reason,
+                **tails,
             )
         if result.error:
             return self._fail(claim, "infra", f"sandbox error: {result.error}", **tails)
@@ -453,8 +502,9 @@ class TaskRunner:
         exit_code: int | None = None,
         stdout_tail: str = "",
         stderr_tail: str = "",
+        reason: str | None = None,
     ) -> RunOutcome:
-        abandoned = self._with_retries(
+        return self._reported(
             claim,
             lambda: self._client.fail(
                 claim.attempt_id,
@@ -464,19 +514,27 @@ class TaskRunner:
                 detail=detail,
                 stdout_tail=stdout_tail,
                 stderr_tail=stderr_tail,
+                reason=reason,
             ),
+            RunOutcome(claim.attempt_id, "failed", failure_class=failure_class, detail=detail),
+            f"failed [{failure_class}] {detail}",
         )
+
+    def _reported(
+        self, claim: Claim, report: Callable[[], object], outcome: RunOutcome, said: str
+    ) -> RunOutcome:
+        """Send the attempt's last report (retried while the hub is unreachable) and log it."""
+        abandoned = self._with_retries(claim, report)
         if abandoned:
             return abandoned
         log.info(
-            "attempt %s (task %s of job %s): failed [%s] %s",
+            "attempt %s (task %s of job %s): %s",
             claim.attempt_id,
             claim.spec.get("task_id"),
             claim.spec.get("job_id"),
-            failure_class,
-            detail,
+            said,
         )
-        return RunOutcome(claim.attempt_id, "failed", failure_class=failure_class, detail=detail)
+        return outcome
 
     def _stale(self, claim: Claim) -> RunOutcome:
         log.warning("attempt %s: the hub says the lease is stale; abandoning it", claim.attempt_id)

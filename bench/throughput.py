@@ -9,7 +9,7 @@ earnings + revenue), finishes its job and releases the rest of the hold, as in p
 
 The ceiling runs the statements the hub sends for one task (`--in-process N` prints them),
 written by hand, through psycopg from threads: claim (6, plus 2 for a job's first task),
-complete (14, plus 9 for a job's last task), the node's reliability (2), without HTTP, Django or
+complete (14, plus 10 for a job's last task), the node's reliability (2), without HTTP, Django or
 the agent-key lookup. Keep it in step with the hub.
 
     .venv/bin/python -m bench.throughput [--agents 32] [--seconds 12] [--repeats 3]
@@ -150,6 +150,7 @@ class RawAgent:
         self.success_sql = statement("nodes", "record_outcome")
         self.half_life_s = half_life_s()
         self.count_sql = statement("jobs", "count_and_finish")
+        self.delivery_sql = statement("webhooks", "delivery_open")
         self.claim_statement = claim_statement
 
     def claim(self) -> tuple | None:
@@ -279,6 +280,11 @@ class RawAgent:
                         "system", None,
                     )  # fmt: skip
                     _entry_post(cur, event, "release", [(held_id, -rest), (available, rest)])
+                # The job's end opens its webhook's delivery (none here: no job names one).
+                cur.execute(
+                    self.delivery_sql,
+                    {"job": job_id, "job_state": "succeeded", "allowed": 8, "now": now},
+                )
         cur.close()
 
 

@@ -94,3 +94,29 @@ def env_ed25519_list(name: str) -> list[str]:
     for value in values:
         _ed25519_bytes(name, value)
     return values
+
+
+_RATE_PERIODS = {
+    "s": 1,
+    "sec": 1,
+    "m": 60,
+    "min": 60,
+    "h": 3600,
+    "hour": 3600,
+    "d": 86400,
+    "day": 86400,
+}
+
+
+def env_rate(name: str, default: str) -> tuple[int, int]:
+    """A budget written as "<count>/<period>" (period: s, min, hour or day, as DRF writes
+    throttle rates): returns (count, seconds)."""
+    raw = os.environ.get(name) or default
+    count, _, period = raw.strip().partition("/")
+    seconds = _RATE_PERIODS.get(period.strip().lower())
+    if not count.strip().isdigit() or int(count) < 1 or seconds is None:
+        raise ImproperlyConfigured(
+            f"{name}={raw!r} is not a rate: write <count>/<period>, e.g. 10/min "
+            "(periods: s, min, hour, day)"
+        )
+    return int(count), seconds

@@ -57,6 +57,12 @@ def schedules() -> list[Schedule]:
             "Move each (region, tier) spot price one step with supply and demand, within bounds.",
         ),
         Schedule(
+            "webhooks: send what was never sent",
+            "webhooks.sweep",
+            settings.WEBHOOK_SWEEP_INTERVAL_S,
+            "Ask the worker again for completion webhooks due whose message was lost.",
+        ),
+        Schedule(
             "ledger: verify nightly",
             "ledger.verify",
             None,

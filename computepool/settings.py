@@ -20,6 +20,7 @@ from computepool.env import (
     env_ed25519_list,
     env_int,
     env_list,
+    env_rate,
     env_str,
 )
 
@@ -56,6 +57,8 @@ INSTALLED_APPS = [
     "nodes",
     "jobs",
     "inference",
+    "web",
+    "webhooks",
 ]
 
 MIDDLEWARE = [
@@ -83,6 +86,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "web.navigation.navigation",
             ],
         },
     },
@@ -164,6 +168,33 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+
+# --- The web pages (web/) ----------------------------------------------------------------------
+
+# A hub served over HTTPS sets SECURE_COOKIES=1, so that the session and CSRF cookies never
+# travel in clear; off by default because the demo and the tests serve plain HTTP.
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", False)
+LOGIN_URL = "web:login"
+LOGIN_REDIRECT_URL = "web:home"
+LOGOUT_REDIRECT_URL = "web:landing"
+# Whether people may open accounts themselves (as an operator or a submitter); admins create
+# them in the admin either way.
+WEB_SIGNUP_OPEN = env_bool("WEB_SIGNUP_OPEN", True)
+# Budgets of the pages that take a password or send mail, per client address and (log in,
+# password reset) per account aimed at: "<count>/<period>".
+WEB_LOGIN_RATE = env_rate("WEB_LOGIN_RATE", "10/min")
+WEB_SIGNUP_RATE = env_rate("WEB_SIGNUP_RATE", "5/hour")
+WEB_PASSWORD_RESET_RATE = env_rate("WEB_PASSWORD_RESET_RATE", "5/hour")
+# Mail (password resets, the admins' alerts). The console backend prints it (the demo);
+# production names an SMTP backend and its EMAIL_HOST, EMAIL_PORT, EMAIL_HOST_USER,
+# EMAIL_HOST_PASSWORD, EMAIL_USE_TLS.
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1, maximum=65535)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "ComputePool <noreply@localhost>")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -291,16 +322,7 @@ try:
 except ValueError:
     raise ImproperlyConfigured(f"LEDGER_VERIFY_AT={LEDGER_VERIFY_AT!r} is not HH:MM") from None
 LEDGER_VERIFY_HOUR, LEDGER_VERIFY_MINUTE = _hour, _minute
-# Mail: SMTP by default; EMAIL_BACKEND names another (the console one, in development).
-EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
-EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
-EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1, maximum=65535)
-EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
-EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
-EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
-DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "computepool@localhost")
-# Where the file-based backend (EMAIL_BACKEND=django.core.mail.backends.filebased.EmailBackend)
-# writes each mail.
+# Where the file-based mail backend (django.core.mail.backends.filebased.EmailBackend) writes.
 EMAIL_FILE_PATH = env_str("EMAIL_FILE_PATH", str(VAR_DIR / "mail"))
 SERVER_EMAIL = DEFAULT_FROM_EMAIL
 
@@ -389,6 +411,23 @@ JOB_MAX_LOG_BYTES = env_int("JOB_MAX_LOG_BYTES", 8 * 1024 * 1024, minimum=1024)
 JOB_MAX_ARTIFACT_BYTES = env_int("JOB_MAX_ARTIFACT_BYTES", 256 * 1024 * 1024, minimum=1024)
 # The most one job may hold (credit minor units): price ceiling × timeout × slices.
 JOB_MAX_COST = env_int("JOB_MAX_COST", 10**12, minimum=1)
+
+# --- Completion webhooks ----------------------------------------------------------------------
+
+# Deliveries go only to public addresses; on, loopback and private ones too (a receiver on the
+# hub's own network). Link-local addresses (cloud metadata) stay refused either way.
+WEBHOOK_ALLOW_PRIVATE = env_bool("WEBHOOK_ALLOW_PRIVATE", False)
+# How long a delivery waits to connect and for each read of the answer.
+WEBHOOK_TIMEOUT_S = env_int("WEBHOOK_TIMEOUT_S", 10, minimum=1, maximum=60)
+# Attempts per delivery (and per redelivery) before it is given up as failed.
+WEBHOOK_MAX_ATTEMPTS = env_int("WEBHOOK_MAX_ATTEMPTS", 8, minimum=1, maximum=30)
+# Backoff after failed attempt n: base × 2^(n-1) seconds, at most the maximum.
+WEBHOOK_BACKOFF_S = env_int("WEBHOOK_BACKOFF_S", 30, minimum=1, maximum=3600)
+WEBHOOK_BACKOFF_MAX_S = env_int("WEBHOOK_BACKOFF_MAX_S", 3600, minimum=1, maximum=86400)
+# After a rotation, deliveries are signed with the previous secret too for this long.
+WEBHOOK_SECRET_OVERLAP_S = env_int("WEBHOOK_SECRET_OVERLAP_S", 24 * 3600, minimum=0)
+# Beat sends again what is due and was never sent (its message lost with a broker outage).
+WEBHOOK_SWEEP_INTERVAL_S = env_int("WEBHOOK_SWEEP_INTERVAL_S", 60, minimum=1)
 
 # --- Economy ---------------------------------------------------------------------------------
 

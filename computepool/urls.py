@@ -1,6 +1,5 @@
 from django.contrib import admin
 from django.urls import include, path
-from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from core.health import healthz
@@ -10,6 +9,7 @@ api_v1 = [
     path("", include("people.urls")),
     path("", include("nodes.urls")),
     path("", include("jobs.urls")),
+    path("", include("webhooks.urls")),
     path("", include("ledger.urls")),
     path("", include("inference.agent_urls")),
     path("schema", SpectacularAPIView.as_view(), name="schema"),
@@ -17,7 +17,6 @@ api_v1 = [
 ]
 
 urlpatterns = [
-    path("", RedirectView.as_view(url="/admin/", permanent=False)),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
     # OpenAI-compatible: clients are given the base URL <hub>/v1.
@@ -25,6 +24,8 @@ urlpatterns = [
     path("api-auth/", include("rest_framework.urls")),
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics, name="metrics"),
+    # The pages for people (web/): the landing page at /, accounts, keys.
+    path("", include("web.urls")),
 ]
 
 admin.site.site_header = "ComputePool"

@@ -4,6 +4,7 @@ from django.contrib import admin
 from core.admin import NoEditAdmin
 from inference.catalog import ModelFileRejected, model_fingerprint
 from inference.models import InferenceModel, InferenceRequest, sha256_validator
+from ledger.display import credits, money_column
 
 
 class InferenceModelForm(forms.ModelForm):
@@ -46,7 +47,8 @@ class InferenceRequestAdmin(NoEditAdmin):
 
     list_display = (
         "id", "submitter", "model", "kind", "state", "node", "prompt_tokens",
-        "completion_tokens", "charged_minor", "ttft_ms", "created_at",
+        "completion_tokens", money_column("charged_minor", credits, "charged"), "ttft_ms",
+        "created_at",
     )  # fmt: skip
     list_filter = ("state", "kind", "model")
     list_select_related = ("submitter", "model", "node")

@@ -1,10 +1,10 @@
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.http import HttpRequest
 
-from core.admin import NoEditAdmin
+from core.admin import NoEditAdmin, act_on_each
 from jobs.cancellation import job_cancel
-from jobs.errors import JobNotCancellable
 from jobs.models import Artifact, Attempt, Job, LogChunk, Task, Verification
+from ledger.display import credits, credits_per_s, money_column
 
 
 class TaskInline(admin.TabularInline):
@@ -29,6 +29,8 @@ class JobAdmin(NoEditAdmin):
         "tasks_succeeded",
         "tasks_failed",
         "priority",
+        money_column("price_ceiling", credits_per_s, "price ceiling"),
+        money_column("max_cost", credits, "held at most"),
         "created_at",
     )
     list_filter = ("state", "kind")
@@ -40,14 +42,10 @@ class JobAdmin(NoEditAdmin):
 
     @admin.action(description="Cancel the selected jobs")
     def cancel(self, request: HttpRequest, queryset) -> None:
-        done = 0
-        for job in queryset:
-            try:
-                job_cancel(job=job, actor=f"user:{request.user.pk}")
-                done += 1
-            except JobNotCancellable as exc:
-                messages.warning(request, str(exc))
-        messages.success(request, f"Cancelled {done} job(s).")
+        actor = f"user:{request.user.pk}"
+        act_on_each(
+            request, queryset, lambda job: job_cancel(job=job, actor=actor), "Cancelled {n} job(s)."
+        )
 
 
 class AttemptInline(admin.TabularInline):
@@ -97,6 +95,7 @@ class AttemptAdmin(NoEditAdmin):
         "leased_at",
         "lease_expires_at",
         "runtime_ms",
+        money_column("price_per_s", credits_per_s, "price"),
         "exit_code",
         "failure_class",
         "verdict",

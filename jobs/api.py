@@ -30,6 +30,7 @@ from jobs.serializers import (
     ClaimIn,
     CompleteIn,
     FailIn,
+    HandBackIn,
     JobDetailOut,
     JobIn,
     JobOut,
@@ -382,5 +383,25 @@ class FailApi(_AttemptApi):
             detail=d["detail"],
             stdout_tail=d["stdout_tail"],
             stderr_tail=d["stderr_tail"],
+            reason=d["reason"],
         )
         return Response({"status": outcome.task_state, "runtime_ms": outcome.runtime_ms})
+
+
+class HandBackApi(_AttemptApi):
+    serializer_class = HandBackIn
+
+    @extend_schema(
+        request=HandBackIn,
+        responses={200: dict},
+        summary="Give the attempt back unfinished (the machine's owner wants it): requeued now",
+    )
+    def post(self, request: Request, attempt_id: int) -> Response:
+        d = self._valid(request)
+        state = attempt_services.attempt_hand_back(
+            attempt_id=attempt_id,
+            token=d["lease_token"],
+            node_id=request.auth.pk,
+            reason=d["reason"],
+        )
+        return Response({"status": state})

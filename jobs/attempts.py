@@ -15,10 +15,11 @@ from django.conf import settings
 from django.core.files.base import File
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Func, Value
+from django.db.models.functions import Least
 from django.utils import timezone
 
 from core.sql import statement
-from jobs import billing, metrics, verification
+from jobs import billing, hooks, metrics, verification
 from jobs.errors import ArtifactRejected, ArtifactTooLarge, StaleLease
 from jobs.models import (
     ACTIVE_ATTEMPT_STATES,
@@ -330,25 +331,19 @@ def attempt_fail(
     detail: str = "",
     stdout_tail: str = "",
     stderr_tail: str = "",
+    reason: str | None = None,
 ) -> Outcome:
     """The attempt failed. Infrastructure failures are retried elsewhere and not charged; the
     job's own failures and timeouts end the task and are charged for the time used. A failure
-    reported for a task whose cancellation was requested ends it as cancelled."""
+    reported for a task whose cancellation was requested ends it as cancelled. `reason` ("thermal")
+    goes into the event, and before the detail on the attempt."""
+    if reason:
+        detail = f"[{reason}] {detail}"
     fenced = _read(attempt_id, token, node_id)
     now = timezone.now()
     runtime = _runtime_ms(fenced, now)
     with transaction.atomic():
-        # Read under the attempt's lock: a cancel flags the attempt in its own transaction,
-        # and a flag committed between an unlocked read and this write would see the task of
-        # a cancelled job requeued. The cancel that waits on this lock finds the attempt
-        # ended and the task queued, and cancels it then (jobs.cancellation).
-        # The job's flag covers an attempt the cancel could not flag (jobs.cancellation).
-        flagged, job_flag = (
-            Attempt.objects.select_for_update(of=("self",))
-            .values_list("cancel_requested", "task__job__cancel_requested_at")
-            .get(pk=attempt_id)
-        )
-        cancelled = flagged or job_flag is not None
+        cancelled = _cancel_requested(attempt_id)
         _cas(
             fenced,
             token,
@@ -389,6 +384,7 @@ def attempt_fail(
             exit_code=exit_code,
             detail=detail[:500],
             outcome=outcome,
+            **({"reason": reason} if reason else {}),
         )
         charge = failure_class != FailureClass.INFRA
         if replica and not cancelled and charge:
@@ -418,6 +414,81 @@ def attempt_fail(
     if retry:
         transaction.on_commit(_notify)
     return Outcome(task_state, job_state, runtime, charged)
+
+
+# --- hand-back ----------------------------------------------------------------------------------
+# An agent gives an attempt back unfinished because its machine's owner wants the machine
+# (docs/operators.md, "The owner's rules"): neither the task's fault nor the node's. So, unlike
+# a failure: the task is queued again at once (no backoff), the attempt does not use up one of
+# its attempts (the task gets one more, since attempt numbers never repeat), the node's
+# reliability is untouched and nothing is charged. The node is excluded for the usual grace, so
+# that the task moves to another machine rather than back to the owner's. A hand-back of a task
+# whose job is being cancelled ends it as cancelled, as a failure report would.
+
+HAND_BACK_DETAIL = "handed back: "
+# The column's bound (a smallint): a task handed back this often uses its attempts up after all.
+MAX_ATTEMPTS_BOUND = 32767
+
+
+def attempt_hand_back(*, attempt_id: int, token: str, node_id: int, reason: str) -> str:
+    """Release the lease now. Returns the task's new state (queued, or cancelled)."""
+    fenced = _read(attempt_id, token, node_id)
+    now = timezone.now()
+    with transaction.atomic():
+        cancelled = _cancel_requested(attempt_id)
+        _cas(
+            fenced,
+            token,
+            now,
+            state=AttemptState.CANCELLED if cancelled else AttemptState.LOST,
+            finished_at=now,
+            runtime_ms=_runtime_ms(fenced, now),
+            detail=(HAND_BACK_DETAIL + reason)[:500],
+        )
+        if cancelled:
+            _finish_task(fenced, TaskState.CANCELLED, now)
+        else:
+            Task.objects.filter(pk=fenced.task_id, current_attempt_id=attempt_id).update(
+                state=TaskState.QUEUED,
+                current_attempt=None,
+                version=F("version") + 1,
+                available_at=now,
+                max_attempts=Least(F("max_attempts") + 1, MAX_ATTEMPTS_BOUND),
+                excluded_nodes=exclude_node(node_id),
+            )
+        _task_event(
+            fenced,
+            "AttemptHandedBack",
+            f"node:{node_id}",
+            node_id=node_id,
+            reason=reason[:500],
+            outcome="cancelled" if cancelled else "requeued",
+        )
+        billing.settle(attempt_id=attempt_id, runtime_ms=0, charge=False, figures=fenced.figures)
+        count_attempt("cancelled" if cancelled else "requeued", "handed_back")
+        if cancelled:
+            job_count_finished(
+                fenced.job_id, "tasks_cancelled", now, submitter_id=fenced.figures.submitter_id
+            )
+            if fenced.replica > 0:  # its slice concludes once every replica has ended
+                verification.decide_after_commit(fenced.job_id, fenced.index)
+        else:
+            transaction.on_commit(_notify)
+    return TaskState.CANCELLED if cancelled else TaskState.QUEUED
+
+
+def _cancel_requested(attempt_id: int) -> bool:
+    """Whether the attempt, or its job, is to be cancelled: read under the attempt's lock. A
+    cancel flags the attempt in its own transaction, and a flag committed between an unlocked
+    read and the caller's write would see the task of a cancelled job requeued. The cancel that
+    waits on this lock finds the attempt ended and the task queued, and cancels it then
+    (jobs.cancellation). The job's flag covers an attempt the cancel could not flag."""
+    flagged, job_flag = (
+        Attempt.objects.select_for_update(of=("self",))
+        .values_list("cancel_requested", "task__job__cancel_requested_at")
+        .get(pk=attempt_id)
+    )
+    return flagged or job_flag is not None
 
 
 def _notify() -> None:
@@ -500,7 +571,8 @@ def _count_and_finish(
 def _finished(
     job_id: int, final: str, succeeded: int, failed: int, cancelled: int, submitter_id: int | None
 ) -> None:
-    """Record the finish the caller has just made, and give back what is still held."""
+    """Record the finish the caller has just made, give back what is still held, and tell the
+    apps that follow a job's end (jobs.hooks)."""
     event_append(
         stream=f"job:{job_id}",
         type="JobFinished",
@@ -515,3 +587,4 @@ def _finished(
     )
     billing.release(job_id=job_id, submitter_id=submitter_id)
     transaction.on_commit(lambda: metrics.JOBS_FINISHED.labels(final).inc())
+    hooks.job_finished(job_id, final)

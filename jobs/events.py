@@ -74,8 +74,12 @@ register(
         "exit_code": NULLABLE_INT,
         "detail": STR,
         "outcome": {"enum": ["requeued", "failed", "cancelled"]},
+        # Why, in one word, where the agent says ("thermal": it stopped the work to cool down).
+        "reason": STR,
     },
-)
+    required=[*TASK_REF, "attempt_id", "node_id", "runtime_ms", "failure_class", "exit_code",
+              "detail", "outcome"],
+)  # fmt: skip
 register(
     "AttemptLost",
     properties={
@@ -85,6 +89,18 @@ register(
         "reason": STR,
         "outcome": {"enum": ["requeued", "failed", "cancelled"]},
     },
+)
+register(
+    "AttemptHandedBack",
+    properties={
+        **TASK_REF,
+        "attempt_id": INT,
+        "node_id": INT,
+        "reason": STR,
+        "outcome": {"enum": ["requeued", "cancelled"]},
+    },
+    description="The node gave the attempt back unfinished (its owner wants the machine): "
+    "requeued at once without using up an attempt, or cancelled with its job.",
 )
 register(
     "TaskCancelled", properties={**TASK_REF, "attempt_id": NULLABLE_INT, "reason": NULLABLE_STR}

@@ -30,8 +30,8 @@ DISPATCH_SECONDS = histogram(
 ATTEMPTS = counter(
     "computepool_attempts_total",
     "Attempts ended, by what became of the task (succeeded, failed, requeued, cancelled) and "
-    "the failure's class (job, infra, timeout; lease_expired or node_offline for a lost lease; "
-    "empty for a success).",
+    "the failure's class (job, infra, timeout; lease_expired or node_offline for a lost lease, "
+    "handed_back for a lease its agent gave back; empty for a success).",
     ["outcome", "failure_class"],
 )
 JOBS_FINISHED = counter(

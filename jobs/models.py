@@ -42,7 +42,7 @@ class AttemptState(models.TextChoices):
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
-    LOST = "lost"  # the lease expired or the node went offline
+    LOST = "lost"  # the lease expired, the node went offline or handed it back (jobs.hand_back)
     CANCELLED = "cancelled"
 
 

@@ -40,7 +40,7 @@ class TasksProjection:
             self.cancel_requested.add(p["job_id"])
         elif kind == "JobFinished":
             self.jobs[p["job_id"]][0] = p["state"]
-        elif kind in _TASK_STATE or kind in ("AttemptFailed", "AttemptLost"):
+        elif kind in _TASK_STATE or kind in ("AttemptFailed", "AttemptLost", "AttemptHandedBack"):
             task = self.tasks.setdefault(p["task_id"], ["queued", 0])
             task[0] = _TASK_STATE.get(kind) or p["outcome"].replace("requeued", "queued")
             if kind == "TaskClaimed":

@@ -8,7 +8,9 @@ from django.conf import settings
 from rest_framework import serializers
 
 from core.api.fields import REGION_HELP, RegionField
+from core.outbound import MAX_URL_LENGTH, url_problem
 from jobs.models import Artifact, Attempt, Job, JobKind, LogChunk, Task
+from ledger.quotes import max_hold
 
 IMAGE_RE = re.compile(r"^[a-z0-9][a-z0-9._/-]{0,199}(:[A-Za-z0-9._-]{1,128})?$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -111,6 +113,17 @@ class JobIn(serializers.Serializer):
         help_text="run each slice on several nodes and keep the result a quorum agrees on; "
         "each replica is paid (docs/api.md, Verified results)",
     )
+    webhook_url = serializers.CharField(
+        max_length=MAX_URL_LENGTH,
+        required=False,
+        help_text="POSTed a signed JSON body when the job ends (docs/api.md, Webhooks)",
+    )
+
+    def validate_webhook_url(self, value: str) -> str:
+        problem = url_problem(value, allow_private=settings.WEBHOOK_ALLOW_PRIVATE)
+        if problem:
+            raise serializers.ValidationError(problem)
+        return value
 
     def validate_env(self, value: dict) -> dict:
         if len(value) > 64:
@@ -162,11 +175,13 @@ class JobIn(serializers.Serializer):
 
 
 def job_max_cost(data: dict) -> int:
-    """What a job holds at submission: price ceiling × timeout × slices × replicas. Its
-    replicas' results are each paid when they agree; a replica added to break a disagreement
-    is paid only in place of one that disagreed (jobs.verification), so this covers it."""
-    replicas = (data.get("verification") or {}).get("replicas", 1)
-    return data["price_ceiling"] * data["timeout_s"] * data["slices"] * replicas
+    """What a job holds at submission (ledger.quotes.max_hold)."""
+    return max_hold(
+        ceiling_per_s_minor=data["price_ceiling"],
+        timeout_s=data["timeout_s"],
+        slices=data["slices"],
+        replicas=(data.get("verification") or {}).get("replicas", 1),
+    )
 
 
 class ArtifactOut(serializers.ModelSerializer):
@@ -335,8 +350,16 @@ class CompleteIn(LeaseIn):
     want_next = serializers.BooleanField(default=False)
 
 
+class HandBackIn(LeaseIn):
+    reason = serializers.CharField(max_length=500)
+
+
 class FailIn(LeaseIn):
     failure_class = serializers.ChoiceField(choices=["job", "infra", "timeout"])
+    # "thermal": the agent stopped the work because its GPU reached the critical temperature.
+    reason = serializers.ChoiceField(
+        choices=["thermal"], required=False, allow_null=True, default=None
+    )
     exit_code = serializers.IntegerField(
         min_value=-1024, max_value=1024, required=False, allow_null=True, default=None
     )

@@ -5,7 +5,7 @@ from typing import Any
 
 from django.db import transaction
 
-from jobs import billing
+from jobs import billing, hooks
 from jobs.models import Job, JobKind, Task
 from jobs.serializers import job_max_cost
 from jobs.verification import verification_open_requested
@@ -145,6 +145,7 @@ def job_submit(
             },
         )
         billing.hold(job=job)
+        hooks.job_submitted(job, data)
         transaction.on_commit(notify_work)
     return Submitted(job, True)
 

@@ -31,4 +31,9 @@ urlpatterns = [
         name="attempt-complete",
     ),
     path("agent/attempts/<int:attempt_id>/fail", api.FailApi.as_view(), name="attempt-fail"),
+    path(
+        "agent/attempts/<int:attempt_id>/hand-back",
+        api.HandBackApi.as_view(),
+        name="attempt-hand-back",
+    ),
 ]

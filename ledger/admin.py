@@ -3,6 +3,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from ledger import registry
+from ledger.display import credits, credits_per_s, money_column, rupees
 from ledger.models import Account, Entry, Event, EventSeal, Posting, SealBatch
 
 
@@ -63,14 +64,22 @@ class EntryAdmin(ReadOnlyAdmin):
 
 @admin.register(Posting)
 class PostingAdmin(ReadOnlyAdmin):
-    list_display = ("id", "entry", "account", "amount", "currency")
+    list_display = ("id", "entry", "account", money_column("amount", credits), "currency")
     search_fields = ("account__code",)
     show_full_result_count = False
 
 
 @admin.register(Account)
 class AccountAdmin(ReadOnlyAdmin):
-    list_display = ("code", "kind", "owner", "balance", "currency", "projected", "allow_negative")
+    list_display = (
+        "code",
+        "kind",
+        "owner",
+        money_column("balance", credits),
+        "currency",
+        "projected",
+        "allow_negative",
+    )
     list_filter = ("kind", "currency")
     search_fields = ("code", "owner__username")
 
@@ -142,7 +151,7 @@ class PriceBookAdmin(admin.ModelAdmin):
         "name",
         "effective_from",
         "platform_fee_bps",
-        "min_cashout_paise",
+        money_column("min_cashout_paise", rupees, "minimum cashout"),
         "paise_per_credit",
         "in_force",
     )
@@ -184,9 +193,9 @@ class SpotPriceAdmin(admin.ModelAdmin):
     list_display = (
         "region",
         "tier",
-        "price_per_s_minor",
-        "min_per_s_minor",
-        "max_per_s_minor",
+        money_column("price_per_s_minor", credits_per_s, "price"),
+        money_column("min_per_s_minor", credits_per_s, "lowest"),
+        money_column("max_per_s_minor", credits_per_s, "highest"),
         "version",
         "updated_at",
     )
@@ -237,9 +246,9 @@ class CashoutAdmin(ReadOnlyAdmin):
         "id",
         "operator",
         "status",
-        "amount_minor",
-        "fee_minor",
-        "inr_paise",
+        money_column("amount_minor", credits),
+        money_column("fee_minor", credits),
+        money_column("inr_paise", rupees, "paid out"),
         "requested_at",
         "approved_at",
         "paid_at",
@@ -311,8 +320,8 @@ class CashoutExportAdmin(ReadOnlyAdmin):
         "period_from",
         "period_to",
         "count",
-        "total_amount_minor",
-        "total_inr_paise",
+        money_column("total_amount_minor", credits, "total"),
+        money_column("total_inr_paise", rupees, "total paid out"),
         "sha256",
         "created_by",
         "created_at",
@@ -337,5 +346,12 @@ class PriceRuleAdmin(ReadOnlyAdmin):
 
 @admin.register(CashoutExportLine)
 class CashoutExportLineAdmin(ReadOnlyAdmin):
-    list_display = ("id", "export", "cashout", "position", "operator_name", "amount_minor")
+    list_display = (
+        "id",
+        "export",
+        "cashout",
+        "position",
+        "operator_name",
+        money_column("amount_minor", credits),
+    )
     list_filter = ("export",)

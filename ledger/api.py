@@ -2,7 +2,6 @@
 
 import json
 
-from django.db.models import Sum
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
@@ -17,7 +16,7 @@ from rest_framework.views import APIView
 
 from core.api.permissions import IsFinance, IsPerson, acting_roles, has_role
 from ledger import quotes
-from ledger.accounts import available_code, cashout_code, earnings_code
+from ledger.accounts import available_code
 from ledger.cashouts import cashout_approve, cashout_mark_paid, cashout_reject, cashout_request
 from ledger.exports import cashout_export_create, export_csv_chunks
 from ledger.funding import (
@@ -26,9 +25,9 @@ from ledger.funding import (
     credits_topup_from_payment,
     webhook_verify,
 )
-from ledger.models import Account, AccountKind
 from ledger.models_cashouts import Cashout, CashoutExport
 from ledger.pricing import rules_at, spot_price_get
+from ledger.selectors import balance_of, user_balances
 from ledger.serializers import (
     BalancesOut,
     CashoutIn,
@@ -57,10 +56,6 @@ IsOperatorOrFinance = has_role("operator", "finance", "admin")
 
 def _actor(request: Request) -> str:
     return f"user:{request.user.pk}"
-
-
-def _balance(code: str) -> int:
-    return Account.objects.filter(code=code).values_list("balance", flat=True).first() or 0
 
 
 def _csv_response(chunks, filename: str) -> StreamingHttpResponse:
@@ -104,7 +99,7 @@ class GrantApi(APIView):
             "user_id": v["user_id"],
             "amount_minor": v["amount_minor"],
             "credits": quotes.format_minor(v["amount_minor"]),
-            "available_minor": _balance(available_code(v["user_id"])),
+            "available_minor": balance_of(available_code(v["user_id"])),
         }
         return Response(EntryOut(out).data, status=status.HTTP_201_CREATED)
 
@@ -145,19 +140,7 @@ class BalancesApi(APIView):
 
     @extend_schema(responses=BalancesOut, summary="My credit balances")
     def get(self, request: Request) -> Response:
-        user_id = request.user.pk
-        held = (
-            Account.objects.filter(owner_id=user_id, kind=AccountKind.HELD).aggregate(
-                s=Sum("balance")
-            )["s"]
-            or 0
-        )
-        figures = {
-            "available": _balance(available_code(user_id)),
-            "held": held,
-            "earnings": _balance(earnings_code(user_id)),
-            "cashout_pending": _balance(cashout_code(user_id)),
-        }
+        figures = user_balances(user_id=request.user.pk).as_dict()
         out = {f"{k}_minor": v for k, v in figures.items()}
         out.update({k: quotes.format_minor(v) for k, v in figures.items()})
         return Response(BalancesOut(out).data)
@@ -198,6 +181,7 @@ class QuoteApi(APIView):
                 slices=q["slices"],
                 spot_per_s_minor=spot,
                 expected_runtime_s=q.get("expected_runtime_s"),
+                replicas=q["replicas"],
             )
             out = {
                 "tier": tier,

@@ -137,9 +137,16 @@ def cashout_figures(*, amount: int, fee_bps: int, paise_per_credit: int) -> Cash
     )
 
 
+def max_hold(*, ceiling_per_s_minor: int, timeout_s: int, slices: int, replicas: int = 1) -> int:
+    """What a job holds at submission, its most: ceiling × timeout × slices × replicas. Every
+    replica of a verified slice whose result agrees is paid; one added to break a disagreement
+    is paid only in place of one that did not agree (jobs.verification), so this covers it."""
+    return ceiling_per_s_minor * timeout_s * slices * replicas
+
+
 @dataclass(frozen=True)
 class JobQuote:
-    max_minor: int  # what submit holds: ceiling * timeout * slices
+    max_minor: int  # what submit holds (max_hold)
     expected_minor: int  # every slice running `expected_runtime_s` at today's spot price
     spot_per_s_minor: int
     within_ceiling: bool  # False: today's spot is above the ceiling, no node would take it now
@@ -152,8 +159,10 @@ def job_quote(
     slices: int,
     spot_per_s_minor: int,
     expected_runtime_s: int | None = None,
+    replicas: int = 1,
 ) -> JobQuote:
     _require_int("ceiling_per_s_minor", ceiling_per_s_minor, minimum=1)
+    _require_int("replicas", replicas, minimum=1)
     _require_int("timeout_s", timeout_s, minimum=1)
     _require_int("slices", slices, minimum=1)
     _require_int("spot_per_s_minor", spot_per_s_minor, minimum=1)
@@ -161,8 +170,15 @@ def job_quote(
     _require_int("expected_runtime_s", runtime_s, minimum=0)
     within = spot_per_s_minor <= ceiling_per_s_minor
     return JobQuote(
-        max_minor=ceiling_per_s_minor * timeout_s * slices,
-        expected_minor=spot_per_s_minor * min(runtime_s, timeout_s) * slices if within else 0,
+        max_minor=max_hold(
+            ceiling_per_s_minor=ceiling_per_s_minor,
+            timeout_s=timeout_s,
+            slices=slices,
+            replicas=replicas,
+        ),
+        expected_minor=(
+            spot_per_s_minor * min(runtime_s, timeout_s) * slices * replicas if within else 0
+        ),
         spot_per_s_minor=spot_per_s_minor,
         within_ceiling=within,
     )

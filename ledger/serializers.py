@@ -95,6 +95,9 @@ class QuoteQuery(serializers.Serializer):
     ceiling_per_s_minor = serializers.IntegerField(min_value=1, max_value=10**9, required=False)
     timeout_s = serializers.IntegerField(min_value=1, max_value=30 * 86400, required=False)
     slices = serializers.IntegerField(min_value=1, max_value=100_000, default=1)
+    replicas = serializers.IntegerField(
+        min_value=1, max_value=16, default=1, help_text="a verified job's replicas per slice"
+    )
     expected_runtime_s = serializers.IntegerField(min_value=0, max_value=30 * 86400, required=False)
     floor_per_s_minor = serializers.IntegerField(min_value=0, max_value=10**9, default=0)
 
@@ -125,7 +128,7 @@ class JobQuoteOut(PerTflopHourOut):
     spot_per_s_minor = serializers.IntegerField()
     within_ceiling = serializers.BooleanField()
     max_minor = serializers.IntegerField(
-        help_text="What submitting holds: ceiling * timeout * slices."
+        help_text="What submitting holds: ceiling × timeout × slices × replicas."
     )
     expected_minor = serializers.IntegerField()
     max_credits = serializers.CharField()

@@ -96,6 +96,34 @@ def statement_summary(*, user_id: int, period_from: datetime, period_to: datetim
     return statement
 
 
+@dataclass(frozen=True)
+class Earnings:
+    """An operator's earnings in credits' minor units: settled since `since` and ever, what
+    can be cashed out now, and what waits in requested cashouts."""
+
+    today: int
+    total: int
+    balance: int
+    cashout_pending: int
+
+
+def earnings_summary(*, user_id: int, since: datetime) -> Earnings:
+    earned = Posting.objects.filter(
+        account__owner_id=user_id, account__kind=AccountKind.EARNINGS, entry__kind="settlement"
+    ).aggregate(total=Sum("amount"), today=Sum("amount", filter=Q(entry__created_at__gte=since)))
+    balances = dict(
+        Account.objects.filter(
+            owner_id=user_id, kind__in=(AccountKind.EARNINGS, AccountKind.CASHOUT)
+        ).values_list("kind", "balance")
+    )
+    return Earnings(
+        today=earned["today"] or 0,
+        total=earned["total"] or 0,
+        balance=balances.get(AccountKind.EARNINGS, 0),
+        cashout_pending=balances.get(AccountKind.CASHOUT, 0),
+    )
+
+
 def _ref(payload: dict) -> str:
     for name in ("attempt_id", "job_id", "request_id", "cashout_id", "payment_id", "reference"):
         value = payload.get(name)

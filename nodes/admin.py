@@ -2,7 +2,9 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from core.display import percent
 from ledger.admin import ReadOnlyAdmin
+from ledger.display import credits_per_s, money_column
 from nodes.models import AgentKey, DriverBlock, GpuTier, Node, NodeBenchmark, Ownership
 from nodes.services import (
     Rule,
@@ -35,7 +37,8 @@ class NodeAdmin(admin.ModelAdmin):
         "region",
         "gpu_name",
         "benchmarked_at",
-        "reliability",
+        "reliability_shown",
+        money_column("price_floor", credits_per_s, "price floor"),
         "last_heartbeat_at",
         "quarantine_rule",
     )
@@ -55,6 +58,10 @@ class NodeAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Node | None = None) -> list[str]:
         return [field.name for field in Node._meta.fields]
+
+    @admin.display(description="reliability", ordering="reliability")
+    def reliability_shown(self, node: Node) -> str:
+        return percent(node.reliability)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # nodes are registered by their agent, which receives the key

@@ -2,6 +2,7 @@
 serialize."""
 
 import dataclasses
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db.models import QuerySet
@@ -16,10 +17,14 @@ from core.api.bodies import validated
 from core.api.pagination import DefaultPagination
 from core.api.permissions import IsOperator
 from ledger.models import Event
+from ledger.quotes import format_minor
+from ledger.statements import earnings_summary
 from nodes.auth import IsAgent
 from nodes.models import Node
 from nodes.selectors import node_get, node_history, node_list
 from nodes.serializers import (
+    AgentEarningsOut,
+    AgentEarningsQuery,
     AgentMeOut,
     HeartbeatIn,
     HeartbeatOut,
@@ -133,6 +138,32 @@ class AgentMeApi(APIView):
     @extend_schema(responses=AgentMeOut, summary="The node this agent key belongs to")
     def get(self, request: Request) -> Response:
         return Response(AgentMeOut(request.auth).data)
+
+
+class AgentEarningsApi(APIView):
+    """The earnings of the operator who owns this node (all their nodes together), read-only:
+    what the agent's `status` shows its owner."""
+
+    permission_classes = [IsAgent]
+
+    @extend_schema(
+        parameters=[AgentEarningsQuery],
+        responses=AgentEarningsOut,
+        summary="The node owner's earnings: today, in all, pending cashout",
+    )
+    def get(self, request: Request) -> Response:
+        offset = timedelta(
+            minutes=validated(AgentEarningsQuery, request.query_params)["utc_offset_min"]
+        )
+        local = datetime.now(UTC) + offset
+        since = local.replace(hour=0, minute=0, second=0, microsecond=0) - offset
+        figures = dataclasses.asdict(
+            earnings_summary(user_id=request.auth.operator_id, since=since)
+        )
+        out: dict = {"since": since}
+        out.update({f"{name}_minor": value for name, value in figures.items()})
+        out.update({name: format_minor(value) for name, value in figures.items()})
+        return Response(AgentEarningsOut(out).data)
 
 
 class AgentHeartbeatApi(APIView):

@@ -313,3 +313,20 @@ class AgentMeOut(serializers.ModelSerializer):
 
     def get_heartbeat_interval_s(self, node: Node) -> int:
         return settings.NODE_HEARTBEAT_INTERVAL_S
+
+
+class AgentEarningsQuery(serializers.Serializer):
+    # Minutes east of UTC of the agent's machine, so that "today" starts at its midnight.
+    utc_offset_min = serializers.IntegerField(min_value=-14 * 60, max_value=14 * 60, default=0)
+
+
+class AgentEarningsOut(serializers.Serializer):
+    since = serializers.DateTimeField()
+    today_minor = serializers.IntegerField()
+    total_minor = serializers.IntegerField()
+    balance_minor = serializers.IntegerField()
+    cashout_pending_minor = serializers.IntegerField()
+    today = serializers.CharField()
+    total = serializers.CharField()
+    balance = serializers.CharField()
+    cashout_pending = serializers.CharField()

@@ -9,6 +9,7 @@ urlpatterns = [
     path("nodes/<int:node_id>/history", api.NodeHistoryApi.as_view(), name="node-history"),
     path("agent/me", api.AgentMeApi.as_view(), name="agent-me"),
     path("agent/heartbeat", api.AgentHeartbeatApi.as_view(), name="agent-heartbeat"),
+    path("agent/earnings", api.AgentEarningsApi.as_view(), name="agent-earnings"),
     path("agent/benchmark", benchmark_api.AgentBenchmarkApi.as_view(), name="agent-benchmark"),
     path(
         "agent/benchmark/<int:benchmark_id>",

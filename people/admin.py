@@ -7,10 +7,19 @@ from people.services import api_key_revoke
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
-    list_display = ("prefix", "name", "user", "role", "created_at", "revoked_at")
+    list_display = ("prefix", "name", "user", "role", "created_at", "last_used_at", "revoked_at")
     list_filter = ("role", "revoked_at")
     search_fields = ("prefix", "name", "user__username")
-    readonly_fields = ("user", "role", "name", "prefix", "key_hash", "created_at", "revoked_at")
+    readonly_fields = (
+        "user",
+        "role",
+        "name",
+        "prefix",
+        "key_hash",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    )
     actions = ["revoke"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:

@@ -5,8 +5,10 @@ nodes app registers agent keys, cpa_…), so this module imports no app above it
 """
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
+from django.utils import timezone
 from rest_framework import authentication, exceptions
 
 from people.keys import PERSON_PREFIX, hash_key
@@ -14,6 +16,9 @@ from people.models import ApiKey
 
 Resolver = Callable[[str], tuple[Any, Any] | None]
 _RESOLVERS: dict[str, Resolver] = {}
+# How stale a key's `last_used_at` may get: a key in steady use costs one UPDATE a minute,
+# not one per request.
+LAST_USED_GRAIN = timedelta(minutes=1)
 
 
 def register_key_resolver(prefix: str, resolver: Resolver) -> None:
@@ -26,7 +31,13 @@ def _resolve_person_key(key: str) -> tuple[Any, Any] | None:
         .filter(key_hash=hash_key(key), revoked_at__isnull=True, user__is_active=True)
         .first()
     )
-    return (api_key.user, api_key) if api_key else None
+    if api_key is None:
+        return None
+    now = timezone.now()
+    if api_key.last_used_at is None or now - api_key.last_used_at >= LAST_USED_GRAIN:
+        ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
+        api_key.last_used_at = now
+    return api_key.user, api_key
 
 
 register_key_resolver(PERSON_PREFIX, _resolve_person_key)

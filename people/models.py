@@ -31,6 +31,9 @@ class ApiKey(models.Model):
     key_hash = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(default=timezone.now)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # When the key last authenticated a request, to the minute (people.auth): what its owner
+    # needs to tell a forgotten key from one in use, at one write per key per minute.
+    last_used_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["user", "role"], name="apikey_user_role")]

@@ -6,7 +6,7 @@ from people.models import ApiKey, Role
 class ApiKeyOut(serializers.ModelSerializer):
     class Meta:
         model = ApiKey
-        fields = ("id", "name", "role", "prefix", "created_at", "revoked_at")
+        fields = ("id", "name", "role", "prefix", "created_at", "last_used_at", "revoked_at")
 
 
 class ApiKeyIn(serializers.Serializer):

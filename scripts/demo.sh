@@ -143,6 +143,7 @@ manage verify_ledger
 
 step "The hub is up"
 cat <<EOF
+  Web:      $HUB/   (sign up, or log in as admin; password-reset mail is printed in $LOG/hub.log)
   Admin:    $HUB/admin/   (admin / $ADMIN_PASSWORD)
   API docs: $HUB/api/v1/docs
   OpenAI:   $HUB/v1   (model tiny; the submitter key below; docs/inference.md)

@@ -5,7 +5,7 @@ from django.apps import apps
 from django.contrib import admin
 from django.urls import reverse
 
-APPS = ("ledger", "people", "nodes", "jobs", "inference")
+APPS = ("ledger", "people", "nodes", "jobs", "inference", "webhooks")
 MODELS = [m for m in apps.get_models() if m._meta.app_label in APPS]
 
 
@@ -50,3 +50,22 @@ def test_the_log_filters_by_a_registered_type(client, dave):
     assert shown.status_code == 200
     assert shown.context["cl"].result_count == Event.objects.filter(type=noted.type).count() == 1
     assert client.get(url, {"type": "JobStarted"}).context["cl"].result_count == 0
+
+
+@pytest.mark.django_db
+def test_the_admin_shows_money_as_money(client, dave, alice, bob):
+    from ledger.models import Cashout
+    from tests.ledger.economy_helpers import earn, request_cashout
+
+    earn(alice, bob, 5_000_000)
+    cashout = request_cashout(bob, 5_000_000)  # 50,000.00 credits: ₹500.00 at 1 paisa each
+    assert (cashout.amount_minor, cashout.inr_paise) == (5_000_000, 50_000)
+    client.force_login(dave)
+    page = client.get(reverse("admin:ledger_cashout_changelist")).content.decode()
+    assert "50,000.00 credits" in page and "₹500.00" in page
+    assert ">5000000<" not in page and ">50000<" not in page
+    books = client.get(reverse("admin:ledger_pricebook_changelist")).content.decode()
+    assert "₹500.00" in books  # the minimum cashout
+    ordered = client.get(reverse("admin:ledger_cashout_changelist"), {"o": "4"})
+    assert ordered.status_code == 200  # a money column still sorts by its field
+    assert Cashout.objects.count() == 1

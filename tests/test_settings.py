@@ -45,6 +45,8 @@ def start(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess:
         ({"LEDGER_VERIFY_AT": "nightly"}, "LEDGER_VERIFY_AT='nightly' is not HH:MM"),
         ({"ALERT_WEBHOOK_URL": "ftp://x/y"}, "ALERT_WEBHOOK_URL must be an http:// or https://"),
         ({"METRICS_CACHE_S": "-1"}, "METRICS_CACHE_S=-1 is below the minimum 0"),
+        ({"WEB_LOGIN_RATE": "lots"}, "WEB_LOGIN_RATE='lots' is not a rate"),
+        ({"WEB_SIGNUP_OPEN": "perhaps"}, "WEB_SIGNUP_OPEN='perhaps' is not a boolean"),
     ],
 )
 def test_it_refuses_a_bad_value_by_name(env, message, tmp_path):

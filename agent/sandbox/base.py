@@ -129,6 +129,7 @@ class Sandbox(Protocol):
         *,
         on_output: OutputCallback | None = None,
         cancel: threading.Event | None = None,
+        hold: threading.Event | None = None,
     ) -> RunResult: ...
 
 

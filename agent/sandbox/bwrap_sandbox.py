@@ -183,6 +183,7 @@ class BwrapSandbox(SandboxBase):
         workspace: Workspace,
         sink: OutputSink,
         cancel: threading.Event | None,
+        hold: threading.Event | None,
     ) -> RunResult:
         cgroup = JobCgroup.create(f"job-{uuid.uuid4().hex[:12]}", req) if self._cgroups else None
         try:
@@ -195,6 +196,7 @@ class BwrapSandbox(SandboxBase):
                 workspace=workspace,
                 sink=sink,
                 cancel=cancel,
+                hold=hold,
                 cgroup=cgroup,
             )
         finally:

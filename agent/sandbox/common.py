@@ -37,7 +37,10 @@ class SandboxBase:
         *,
         on_output: OutputCallback | None = None,
         cancel: threading.Event | None = None,
+        hold: threading.Event | None = None,
     ) -> RunResult:
+        """Run the job; while `hold` is set it is suspended (docs/operators.md, "The owner's
+        rules")."""
         req.check()
         self._policy.check(req.image)
         if req.gpus != 0 and self.refuse_gpus is not None:
@@ -50,7 +53,7 @@ class SandboxBase:
         except OSError as exc:
             return RunResult.infrastructure_error(f"could not prepare the job's files: {exc}")
         try:
-            return self._execute(req, workspace, OutputSink(on_output), cancel)
+            return self._execute(req, workspace, OutputSink(on_output), cancel, hold)
         except self.start_errors as exc:
             return RunResult.infrastructure_error(
                 f"{self.start_error}: {exc}", workspace=workspace.root
@@ -69,5 +72,6 @@ class SandboxBase:
         workspace: Workspace,
         sink: OutputSink,
         cancel: threading.Event | None,
+        hold: threading.Event | None,
     ) -> RunResult:
         raise NotImplementedError

@@ -109,7 +109,7 @@ def container_kwargs(
 class _Waiter(threading.Thread):
     """Blocks in the engine's wait call, so the supervisor can watch the clock and cancel."""
 
-    def __init__(self, container: Container, timeout_s: float) -> None:
+    def __init__(self, container: Container, timeout_s: float | None) -> None:
         super().__init__(name=f"wait-{container.id[:12]}", daemon=True)
         self.container = container
         self.timeout_s = timeout_s
@@ -184,6 +184,7 @@ class DockerSandbox(SandboxBase):
         workspace: Workspace,
         sink: OutputSink,
         cancel: threading.Event | None,
+        hold: threading.Event | None,
     ) -> RunResult:
         created_at = time.time()
         kwargs = container_kwargs(req, workspace, runtime=self._runtime_for(req), node=self._node)
@@ -197,13 +198,24 @@ class DockerSandbox(SandboxBase):
                 target=_pump, args=(stream, sink), name=f"out-{container.id[:12]}", daemon=True
             )
             reader.start()
-            waiter = _Waiter(container, timeout_s=req.timeout_s + KILL_GRACE_S + 30)
+            # A job may be suspended for longer than it may run; then only the supervisor, which
+            # does not count suspended time, bounds the wait.
+            waiter = _Waiter(
+                container, timeout_s=None if hold else req.timeout_s + KILL_GRACE_S + 30
+            )
             container.start()
             started_at = time.monotonic()
             waiter.start()
             log.info("job started in container %s (%s)", container.id[:12], self.name)
 
-            supervision = supervise(waiter.done, req=req, workspace=workspace, cancel=cancel)
+            supervision = supervise(
+                waiter.done,
+                req=req,
+                workspace=workspace,
+                cancel=cancel,
+                hold=hold,
+                freeze=lambda on: container.pause() if on else container.unpause(),
+            )
             if supervision.stop is not Stop.EXITED:
                 log.info("job in %s: %s; killing it", container.id[:12], supervision.stop.value)
                 self._kill(container)

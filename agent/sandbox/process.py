@@ -11,6 +11,8 @@ import threading
 import time
 from typing import IO
 
+import psutil
+
 from agent.sandbox.base import RunRequest, RunResult
 from agent.sandbox.cgroups import JobCgroup
 from agent.sandbox.streams import OutputSink
@@ -48,6 +50,23 @@ def _kill_group(pid: int, cgroup: JobCgroup | None) -> None:
         cgroup.kill_all()
 
 
+def freeze_tree(pid: int, on: bool) -> None:
+    """SIGSTOP (or SIGCONT) the job's process and every descendant. The tree, not the process
+    group: bubblewrap's --new-session puts the job in a session of its own. Stopped
+    processes fork nothing, so a second pass catches a child forked during the first."""
+    try:
+        root = psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return
+    for _ in range(2 if on else 1):
+        for proc in [root, *root.children(recursive=True)]:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                if on:
+                    proc.suspend()
+                else:
+                    proc.resume()
+
+
 def run_process(
     argv: list[str],
     *,
@@ -58,6 +77,7 @@ def run_process(
     sink: OutputSink,
     cancel: threading.Event | None,
     cgroup: JobCgroup | None,
+    hold: threading.Event | None = None,
 ) -> RunResult:
     """Run `argv` in its own session and kill the whole group when it must stop. The caller
     owns `workspace` and `cgroup`; the result points at the workspace."""
@@ -91,7 +111,14 @@ def run_process(
 
     threading.Thread(target=wait, name=f"wait-{proc.pid}", daemon=True).start()
 
-    supervision = supervise(exited, req=req, workspace=workspace, cancel=cancel)
+    supervision = supervise(
+        exited,
+        req=req,
+        workspace=workspace,
+        cancel=cancel,
+        hold=hold,
+        freeze=lambda on: freeze_tree(proc.pid, on),
+    )
     if supervision.stop is not Stop.EXITED:
         log.info("job (pid %d): %s; killing it", proc.pid, supervision.stop.value)
     # Always: background children of a job that exited must not outlive it.

@@ -38,6 +38,7 @@ class UnsandboxedRunner(SandboxBase):
         workspace: Workspace,
         sink: OutputSink,
         cancel: threading.Event | None,
+        hold: threading.Event | None,
     ) -> RunResult:
         work_dir = workspace.root / "work"
         work_dir.mkdir()
@@ -63,5 +64,6 @@ class UnsandboxedRunner(SandboxBase):
             workspace=workspace,
             sink=sink,
             cancel=cancel,
+            hold=hold,
             cgroup=None,
         )

@@ -62,6 +62,17 @@ def _counts(key: str, window: int, duration: int) -> tuple[int, int]:
     return int(cache.get(previous, 0)), now_count
 
 
+def over_budget(key: str, *, num_requests: int, duration: int) -> float:
+    """Count one request against `key`'s budget of `num_requests` per `duration` seconds.
+    0 while within it; otherwise the seconds until the budget allows one again."""
+    window, into = divmod(time.time(), duration)
+    previous, current = _counts(key, int(window), duration)
+    weight = 1.0 - into / duration
+    if previous * weight + current <= num_requests:
+        return 0.0
+    return duration - into
+
+
 class PerKeyThrottle(SimpleRateThrottle):
     """One budget per API key (or per session user); anonymous callers share one per address."""
 
@@ -87,14 +98,8 @@ class PerKeyThrottle(SimpleRateThrottle):
         key = self.get_cache_key(request, view)
         if key is None:
             return True
-        now = time.time()
-        window, into = divmod(now, self.duration)
-        previous, current = _counts(key, int(window), self.duration)
-        weight = 1.0 - into / self.duration
-        if previous * weight + current <= self.num_requests:
-            return True
-        self._wait = self.duration - into
-        return False
+        self._wait = over_budget(key, num_requests=self.num_requests, duration=self.duration)
+        return not self._wait
 
     def wait(self) -> float:
         return self._wait

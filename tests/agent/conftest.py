@@ -145,3 +145,10 @@ def host_service() -> Iterator[int]:
     stop.set()
     thread.join()
     server.close()
+
+
+@pytest.fixture(autouse=True)
+def private_state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    """The agent's default state directory (the pause flag, the running agent's verdict) in a
+    temporary one, for this process and the agents it starts, never the user's own."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))

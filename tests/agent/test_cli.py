@@ -8,12 +8,14 @@ import signal
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from agent.cli import build_parser, main
 from agent.config import CONFIG_ENV_VAR, AgentConfig, load_config, save_config
+from agent.owner import OwnerStatus, StateDir
 from agent.sandbox import available_sandboxes
 from tests.agent.test_client import HubKeys, HubStub, claim_payload, free_port, hub
 
@@ -85,6 +87,23 @@ def test_it_parses_each_command() -> None:
     assert parser.parse_args(["status"]).command == "status"
 
 
+def test_the_owners_rules_have_flags() -> None:
+    args = build_parser().parse_args(
+        ["run", "--idle-minutes", "10", "--no-run-on-battery", "--active-hours", "22:00-07:00",
+         "--pause-program", "steam", "--pause-program", "game.exe", "--max-cpu-pct", "50",
+         "--max-ram-gb", "8", "--max-gpu-mem-pct", "75", "--on-owner-return", "suspend",
+         "--max-temp", "80", "--critical-temp", "90"]
+    )  # fmt: skip
+
+    assert (args.idle_minutes, args.run_on_battery, args.active_hours) == (10, False, "22:00-07:00")
+    assert args.pause_programs == ["steam", "game.exe"]
+    assert (args.max_cpu_pct, args.max_ram_gb, args.max_gpu_mem_pct) == (50, 8, 75)
+    assert (args.on_owner_return, args.max_temp_c, args.critical_temp_c) == ("suspend", 80, 90)
+    assert build_parser().parse_args(["run"]).run_on_battery is None
+    assert build_parser().parse_args(["pause"]).command == "pause"
+    assert build_parser().parse_args(["resume"]).command == "resume"
+
+
 @pytest.mark.parametrize(
     ("argv", "complaint"),
     [
@@ -94,6 +113,11 @@ def test_it_parses_each_command() -> None:
         (["run", "--slots", "0"], "positive integer"),
         (["run", "--sandbox", "chroot"], "invalid choice"),
         (["run", "--drain-grace", "-5"], "positive number"),
+        (["run", "--max-cpu-pct", "0"], "positive integer"),
+        (["run", "--max-gpu-mem-pct", "101"], "from 1 to 100"),
+        (["run", "--idle-minutes", "-1"], "number ≥ 0"),
+        (["run", "--on-owner-return", "ignore"], "invalid choice"),
+        (["run", "--run-on-battery", "--no-run-on-battery"], "not allowed with"),
     ],
 )
 def test_it_rejects_bad_arguments(
@@ -203,6 +227,17 @@ def test_it_reports_a_rejected_operator_key(
 # -- status and doctor -------------------------------------------------------------------------
 
 
+EARNINGS = {
+    "since": "2025-01-01T00:00:00Z",
+    "today": "12.50",
+    "total": "340.00",
+    "balance": "90.00",
+    "cashout_pending": "250.00",
+}
+# "Today" starts at this machine's midnight: the agent says how far east of UTC it is.
+EARNINGS_PATH = f"/api/v1/agent/earnings?utc_offset_min={time.localtime().tm_gmtoff // 60}"
+
+
 def test_it_shows_the_node_on_the_hub_and_the_local_config(
     hub: HubStub,
     tmp_path: Path,
@@ -210,6 +245,7 @@ def test_it_shows_the_node_on_the_hub_and_the_local_config(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     hub.routes["GET", "/api/v1/agent/me"] = (200, NODE | {"state": "quarantined"})
+    hub.routes["GET", EARNINGS_PATH] = (200, EARNINGS)
     path = tmp_path / "agent.json"
     write_config(path, hub.url, slots=3)
     monkeypatch.setenv(CONFIG_ENV_VAR, str(path))
@@ -222,6 +258,71 @@ def test_it_shows_the_node_on_the_hub_and_the_local_config(
     assert "slots:          3" in out
     assert "computepool/*" in out
     assert "agent-key" not in out
+    assert "today:          12.50" in out
+    assert "total:          340.00" in out
+    assert "pending cashout:250.00" in out
+    assert "agent:          not running" in out
+
+
+def status_config(hub: HubStub, tmp_path: Path, **overrides: object) -> tuple[Path, StateDir]:
+    """A registered agent whose hub answers `status`, and its state directory."""
+    hub.routes["GET", "/api/v1/agent/me"] = (200, NODE)
+    hub.routes["GET", EARNINGS_PATH] = (200, EARNINGS)
+    path = tmp_path / "agent.json"
+    config = write_config(path, hub.url, state_dir=str(tmp_path / "state"), **overrides)
+    return path, StateDir(Path(config.state_dir))
+
+
+def test_pause_and_resume_reach_the_running_agent_through_the_state_dir(
+    hub: HubStub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, state = status_config(hub, tmp_path, idle_minutes=5)
+
+    assert main(["--config", str(path), "pause"]) == 0
+    assert "paused" in capsys.readouterr().out
+    assert state.paused()
+    assert main(["--config", str(path), "status"]) == 0
+    out = capsys.readouterr().out
+    assert "paused:         yes" in out
+    assert "idle 5 min" in out
+
+    assert main(["--config", str(path), "resume"]) == 0
+    assert not state.paused()
+    assert main(["--config", str(path), "resume"]) == 0
+    assert "was not paused" in capsys.readouterr().out
+
+
+def test_status_stands_on_a_hub_that_does_not_show_earnings(
+    hub: HubStub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, _ = status_config(hub, tmp_path)
+    hub.routes["GET", EARNINGS_PATH] = (404, {"error": "not_found"})
+
+    assert main(["--config", str(path), "status"]) == 0
+
+    out = capsys.readouterr().out
+    assert "tier:           rtx-4090" in out
+    assert "earnings:       not shown by this hub" in out
+
+
+def test_status_shows_the_running_agents_verdict(
+    hub: HubStub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, state = status_config(hub, tmp_path)
+    state.write_status(
+        OwnerStatus(
+            ok=False, reason="steam running", idle_source="X11 (xprintidle)", suspended=1,
+            updated_at=time.time(), pid=4242,
+        )
+    )  # fmt: skip
+
+    assert main(["--config", str(path), "status"]) == 0
+
+    out = capsys.readouterr().out
+    assert "agent:          running (pid 4242)" in out
+    assert "verdict:        taking no work: steam running" in out
+    assert "idle source:    X11 (xprintidle)" in out
+    assert "suspended:      1 task(s)" in out
 
 
 def test_it_says_when_the_hub_cannot_be_reached(
@@ -249,6 +350,7 @@ def test_doctor_reports_hardware_sandbox_hub_and_tier(
     for expected in ("Hardware", "cpu:", "gpu source:", "selected:       bwrap", "reachable:"):
         assert expected in out
     assert "tier:           rtx-4090" in out
+    assert "idle source:" in out
     assert "ok: ready to run jobs" in out
 
 
@@ -373,6 +475,6 @@ def test_an_operator_can_opt_out_of_inference(tmp_path: Path) -> None:
                            hub_public_key="p", models_dir=str(tmp_path), **settings)  # fmt: skip
 
     client = HubClient("http://127.0.0.1:9", "k")
-    assert _inference_service(config(inference=False), client, {}) is None
-    served = _inference_service(config(inference_slots=3, models_vram_mb=2048), client, {})
+    assert _inference_service(config(inference=False), client, {}, 0) is None
+    served = _inference_service(config(inference_slots=3), client, {}, 2048)
     assert isinstance(served, InferenceService) and served.state()["slots"] == 3

@@ -19,7 +19,10 @@ import pytest
 
 from agent.client import HubClient
 from agent.daemon import EXIT_AUTH, Daemon, DaemonSettings
+from agent.inference import InferenceService
+from agent.owner import Observer
 from agent.runner import TaskRunner
+from agent.sandbox import Sandbox
 from tests.agent.test_client import HubKeys, HubStub, Recorded, claim_payload, free_port, hub
 from tests.agent.test_runner import FakeSandbox
 
@@ -43,7 +46,16 @@ def keys() -> HubKeys:
     return HubKeys()
 
 
-def make_daemon(url: str, keys: HubKeys, sandbox: FakeSandbox, **overrides: Any) -> Daemon:
+def make_daemon(
+    url: str,
+    keys: HubKeys,
+    sandbox: Sandbox | FakeSandbox,
+    *,
+    owner: Observer | None = None,
+    gpu_state: Callable[[], list[dict[str, Any]]] = list,
+    inference: InferenceService | None = None,
+    **overrides: Any,
+) -> Daemon:
     client = HubClient(url, "agent-key")
     return Daemon(
         client=client,
@@ -55,8 +67,11 @@ def make_daemon(url: str, keys: HubKeys, sandbox: FakeSandbox, **overrides: Any)
         ),
         settings=DaemonSettings(**(FAST | overrides)),  # type: ignore[arg-type]
         capabilities={"gpus": [], "agent_version": "0.1.0"},
+        gpu_state=gpu_state,
         load=lambda: {"cpu_pct": 1.0, "mem_pct": 2.0},
         rng=random.Random(7),
+        owner=owner,
+        inference=inference,
     )
 
 

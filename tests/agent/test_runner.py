@@ -52,7 +52,9 @@ class FakeSandbox:
         self.running = threading.Event()
         self.workspaces: list[Path] = []
 
-    def run(self, req: RunRequest, *, on_output: Any = None, cancel: Any = None) -> RunResult:
+    def run(
+        self, req: RunRequest, *, on_output: Any = None, cancel: Any = None, hold: Any = None
+    ) -> RunResult:
         self.requests.append(req)
         if self.raises is not None:
             raise self.raises

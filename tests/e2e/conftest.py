@@ -239,8 +239,15 @@ def private_postgres(transactional_db, tmp_path: Path) -> Iterator[PrivateCluste
 
 
 @pytest.fixture
+def live_stack_env() -> dict[str, str]:
+    """More environment for the live stack's processes: a test module overrides this fixture
+    to turn on what its test needs (a setting's switch), as a deployment would."""
+    return {}
+
+
+@pytest.fixture
 def live_stack(
-    transactional_db, tmp_path: Path, settings, request: pytest.FixtureRequest
+    transactional_db, tmp_path: Path, settings, live_stack_env: dict[str, str]
 ) -> Iterator[LiveStack]:
     from django.db import connection
 
@@ -260,11 +267,8 @@ def live_stack(
     env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
     env.setdefault("DJANGO_SETTINGS_MODULE", "computepool.settings")
     env.update(FAST)
-    # The tests' pool (tests/conftest.py), unless the test says otherwise with
-    # @pytest.mark.stack_env(NAME="value", …).
+    # The tests' pool (tests/conftest.py), unless the test's `live_stack_env` says otherwise.
     env.update(VOUCHED_POOL_ENV)
-    marker = request.node.get_closest_marker("stack_env")
-    env.update(marker.kwargs if marker else {})
     # One ledger key for the stack and this process: seals its worker signs verify here too.
     ledger_key = base64.b64encode(os.urandom(32)).decode()
     settings.LEDGER_SIGNING_KEY = ledger_key
@@ -284,6 +288,7 @@ def live_stack(
             "THROTTLE_PER_KEY": "100000/min",
         }
     )
+    env.update(live_stack_env)
     stack = LiveStack(url=f"http://127.0.0.1:{port}", env=env, workdir=tmp_path)
     try:
         setup = stack.run(["manage.py", "setup_periodic_tasks"])

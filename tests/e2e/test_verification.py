@@ -25,6 +25,18 @@ echo "$CP_SLICE_INDEX squared is $((CP_SLICE_INDEX * CP_SLICE_INDEX))" > "$COMPU
 """
 
 
+@pytest.fixture
+def live_stack_env() -> dict[str, str]:
+    """Trust earned as in production, after two agreeing results; every result of an untrusted
+    node spot-checked. The replicated jobs of the first test need no trust: replicas are
+    verified work, which untrusted nodes may take."""
+    return {
+        "JOB_TRUST_AFTER_VERIFIED": "2",
+        "JOB_SPOTCHECK_MAX_PCT": "100",
+        "JOB_SPOTCHECK_MIN_PCT": "0",
+    }
+
+
 class Pool:
     """Operators, their registered agents and a funded submitter on a live stack."""
 
@@ -119,9 +131,6 @@ def test_an_honest_pair_agrees_and_is_paid_and_a_cheater_is_rejected_then_quaran
     assert verified.returncode == 0, verified.stdout + verified.stderr
 
 
-@pytest.mark.stack_env(
-    JOB_TRUST_AFTER_VERIFIED="2", JOB_SPOTCHECK_MAX_PCT="100", JOB_SPOTCHECK_MIN_PCT="0"
-)
 def test_a_new_nodes_first_results_are_spot_checked_and_then_it_is_trusted(
     live_stack, tmp_path, settings
 ):

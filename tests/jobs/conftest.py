@@ -1,5 +1,6 @@
 """Builders for job tests: funded submitters, online nodes, job bodies, agent calls."""
 
+import hashlib
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -76,6 +77,22 @@ def submit_job(user_id: int, slices: int, **fields: Any):
 
 def claim(client, wait: float = 0):
     return client.post("/api/v1/agent/claim", {"wait": wait}, format="json")
+
+
+def upload(client, lease: dict, name: str, data: bytes):
+    """Upload an output of the leased attempt, with its sha256."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    return client.post(
+        f"/api/v1/agent/attempts/{lease['attempt_id']}/artifacts",
+        {
+            "lease_token": lease["lease_token"],
+            "name": name,
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "file": SimpleUploadedFile(name, data),
+        },
+        format="multipart",
+    )
 
 
 def complete(client, lease: dict, **body: Any):

@@ -133,3 +133,23 @@ def test_a_scrape_reads_no_history_and_caches_its_queries(client, submitter, ali
         found = scrape(client)
     assert not [q for q in queries if any(t in q["sql"] for t in history)]
     assert total(found, "computepool_tasks", state="queued") == 2
+
+
+def test_a_lease_handed_back_is_counted_as_requeued(
+    client, submitter, alice, bob, django_capture_on_commit_callbacks
+):
+    submit_job(alice.pk, 1)
+    _, agent = online_node(bob)
+    lease = claim(agent).json()
+    before = scrape(client)
+    with django_capture_on_commit_callbacks(execute=True):
+        answer = agent.post(
+            f"/api/v1/agent/attempts/{lease['attempt_id']}/hand-back",
+            {"lease_token": lease["lease_token"], "reason": "the owner is gaming"},
+            format="json",
+        )
+    assert answer.status_code == 200, answer.content
+    after = scrape(client)
+    back = {"outcome": "requeued", "failure_class": "handed_back"}
+    assert grew(before, after, "computepool_attempts_total", **back) == 1
+    assert total(after, "computepool_tasks", state="queued") == 1

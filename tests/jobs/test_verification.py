@@ -319,3 +319,26 @@ def test_an_admin_vouches_for_a_pools_first_node_and_the_vouch_is_recorded(
     assert take(agent)["attempt_id"]
     report = verify_ledger(check_chain=False)
     assert report.ok, report.problems
+
+
+def test_a_verified_job_cancelled_with_a_result_pending_ends_cancelled_and_pays_that_result(
+    submitter, alice, bob, django_capture_on_commit_callbacks
+):
+    job = verified_job(submitter)
+    _, agent = online_node(bob)
+    lease = take(agent)
+    with django_capture_on_commit_callbacks(execute=True):
+        finish(agent, lease, RIGHT)
+        assert Attempt.objects.get(pk=lease["attempt_id"]).verdict == "pending"
+        # The other replica never ran: the cancel ends it, and the slice concludes after it.
+        reply = submitter.post(f"/api/v1/jobs/{job['id']}/cancel", format="json")
+        assert reply.status_code == 200, reply.json()
+
+    assert Job.objects.get(pk=job["id"]).state == "cancelled"
+    assert Verification.objects.get().state == "cancelled"
+    assert Attempt.objects.get(pk=lease["attempt_id"]).verdict == "undecided"
+    # Work done before the cancel is paid, unverified; the rest of the hold went back.
+    assert settled(lease["attempt_id"]).payload["charged_minor"] > 0
+    assert Account.objects.get(code=job_held_code(job["id"])).balance == 0
+    report = verify_ledger(check_chain=False)
+    assert report.ok, report.problems

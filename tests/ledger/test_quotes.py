@@ -105,6 +105,21 @@ def test_the_quote_endpoint_answers_jobs_and_nodes(api, alice, bob):
     assert job.status_code == 200, job.json()
     assert job.json()["max_minor"] == 150 * 3600 * 2
     assert job.json()["expected_credits"] == "7560.00"  # 105/s for 2 hours
+    verified = api(alice, "submitter").get(
+        "/api/v1/quote",
+        {
+            "for": "job",
+            "tier": "rtx-4090",
+            "region": "IN",
+            "ceiling_per_s_minor": 150,
+            "timeout_s": 3600,
+            "slices": 2,
+            "replicas": 3,
+        },
+    )
+    # Each agreeing replica is paid: three runs of each slice, held and expected.
+    assert verified.json()["max_minor"] == 150 * 3600 * 2 * 3
+    assert verified.json()["expected_credits"] == "22680.00"
     node = api(bob, "operator").get(
         "/api/v1/quote", {"for": "node", "tier": "gtx-1080", "region": "GB", "floor_per_s_minor": 0}
     )

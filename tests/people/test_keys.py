@@ -1,4 +1,5 @@
 import pytest
+import time_machine
 
 from ledger.models import Event
 from people.keys import hash_key
@@ -87,3 +88,23 @@ def test_the_create_api_key_command_prints_a_working_key(db, capsys):
     call_command("create_api_key", "erin", "submitter", "--create-user")
     secret = capsys.readouterr().out.strip()
     assert client_with_key(secret).get("/api/v1/me").json()["acting_as"] == ["submitter"]
+
+
+def test_a_keys_last_use_is_kept_to_the_minute(alice):
+    secret = key_for(alice, "submitter")
+    key = ApiKey.objects.get(user=alice)
+    assert key.last_used_at is None
+    client = client_with_key(secret)
+    with time_machine.travel("2026-11-27 10:00:00Z", tick=False):
+        assert client.get("/api/v1/me").status_code == 200
+        key.refresh_from_db()
+        first = key.last_used_at
+        assert first is not None
+    with time_machine.travel("2026-11-27 10:00:59Z", tick=False):
+        client.get("/api/v1/me")  # within the minute: no write
+        key.refresh_from_db()
+        assert key.last_used_at == first
+    with time_machine.travel("2026-11-27 10:01:00Z", tick=False):
+        client.get("/api/v1/me")
+        key.refresh_from_db()
+        assert key.last_used_at > first

@@ -2,12 +2,17 @@
 live stack (from tests/e2e) for the chaos proof.
 
 The world is what an attacker would aim at: alice's job with a task leased to bob's node and an
-uploaded artifact, bob's node, bob's cashouts in every state, a finance export, and alice's
-spare API key. mallory (submitter and operator) owns a node, earnings and credits of her own,
-so that every "another …" actor is a real, working principal rather than an empty account.
+uploaded artifact, an ended job of hers with a webhook, bob's node, bob's cashouts in every
+state, a finance export, and alice's spare API key. mallory (submitter and operator) owns a
+node, earnings and credits of her own, so that every "another …" actor is a real, working
+principal rather than an empty account.
+
+Pages are visited with browser sessions (`World.pages`), and a session acts as every role of
+its user: there "another submitter" is sybil (a submitter only) and "another operator" is otto
+(an operator only), so that a page gated by role meets each role alone. An agent visits a page
+with its key in the header, which logs nobody in.
 """
 
-import hashlib
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -17,7 +22,7 @@ from typing import Any
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import transaction
-from django.test import override_settings
+from django.test import Client, override_settings
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -27,10 +32,11 @@ from tests.conftest import client_with_key, key_for
 # cluster of its own that the chaos proof restarts.
 from tests.e2e.conftest import (  # noqa: F401
     live_stack,
+    live_stack_env,
     private_postgres,
     pytest_runtest_makereport,
 )
-from tests.jobs.conftest import CREDITS, fund, job_body
+from tests.jobs.conftest import CREDITS, fund, job_body, upload
 from tests.nodes.conftest import beat, register_node
 
 WEBHOOK_SECRET = "proof-webhook-secret"
@@ -49,6 +55,10 @@ WORLD_SETTINGS = {
     "JOB_LEASE_S": 3600,
     # No node serves models in this world: an allowed relay call gets its 429 at once.
     "INFERENCE_QUEUE_WAIT_S": 0,
+    # The pages' budgets, as unspendable as the API's below.
+    "WEB_LOGIN_RATE": (1_000_000, 60),
+    "WEB_SIGNUP_RATE": (1_000_000, 60),
+    "WEB_PASSWORD_RESET_RATE": (1_000_000, 60),
 }
 # A request in force on bob's node in the relay (Redis), for the push endpoint's row.
 RELAY_REQUEST_ID = 970_000_001
@@ -106,6 +116,7 @@ class World:
     cashout_approved: Any
     export: Any
     extra: dict[str, Any] = field(default_factory=dict)
+    pages: dict[str, Client] = field(default_factory=dict)  # principal -> a browser
 
 
 def build_world(media_root: str) -> World:
@@ -115,18 +126,27 @@ def build_world(media_root: str) -> World:
     from inference import relay
     from inference.catalog import model_register
     from inference.models import InferenceModel
+    from jobs.cancellation import job_cancel
     from jobs.models import Artifact, Job
     from ledger.cashouts import cashout_approve, cashout_request
     from ledger.exports import cashout_export_create
     from people.services import api_key_create, user_create
     from tests.inference.conftest import price_tokens
+    from webhooks.models import WebhookDelivery
+    from webhooks.services import delivery_attempt
 
     def person(name: str, roles: list[str]):
-        return user_create(username=name, roles=roles, password="correct horse battery staple")
+        return user_create(
+            username=name,
+            roles=roles,
+            email=f"{name}@example.test",
+            password="correct horse battery staple",
+        )
 
     alice, bob = person("alice", ["submitter"]), person("bob", ["operator"])
     carol, dave = person("carol", ["finance"]), person("dave", ["admin"])
     mallory = person("mallory", ["submitter", "operator"])
+    sybil, otto = person("sybil", ["submitter"]), person("otto", ["operator"])
     get_user_model().objects.filter(pk=dave.pk).update(is_staff=True, is_superuser=True)
 
     fund(alice, 1_000_000 * CREDITS)
@@ -148,17 +168,18 @@ def build_world(media_root: str) -> World:
     lease = bob_agent.post("/api/v1/agent/claim", {"wait": 0}, format="json")
     assert lease.status_code == 200, lease.content
     lease = lease.json()
-    uploaded = bob_agent.post(
-        f"/api/v1/agent/attempts/{lease['attempt_id']}/artifacts",
-        {
-            "lease_token": lease["lease_token"],
-            "name": "out.txt",
-            "sha256": hashlib.sha256(ARTIFACT).hexdigest(),
-            "file": SimpleUploadedFile("out.txt", ARTIFACT),
-        },
-        format="multipart",
-    )
+    uploaded = upload(bob_agent, lease, "out.txt", ARTIFACT)
     assert uploaded.status_code == 201, uploaded.content
+    # A job of alice's that named a webhook and ended (cancelled), and whose one allowed
+    # delivery attempt found nothing listening: a delivery its owner may ask for again.
+    with override_settings(WEBHOOK_ALLOW_PRIVATE=True, WEBHOOK_MAX_ATTEMPTS=1):
+        hooked = alice_submitter.post(
+            "/api/v1/jobs/", job_body(webhook_url="http://127.0.0.1:9/hooks"), format="json"
+        )
+        assert hooked.status_code == 201, hooked.content
+        job_cancel(job=Job.objects.get(pk=hooked.json()["id"]), actor=f"user:{alice.pk}")
+        delivery = WebhookDelivery.objects.get(webhook_id=hooked.json()["id"])
+        assert delivery_attempt(delivery_id=delivery.pk) is None
     spare_key, _ = api_key_create(user=alice, role="submitter", name="spare")
     model = model_register(
         InferenceModel(
@@ -200,8 +221,33 @@ def build_world(media_root: str) -> World:
         "dave": key_for(dave, "admin"),
     }
     clients = {"anonymous": APIClient()} | {name: client_with_key(k) for name, k in keys.items()}
+    pages = {
+        "anonymous": Client(),
+        "bob_agent": Client(HTTP_AUTHORIZATION=f"Bearer {bob_agent_key}"),
+        "mallory_agent": Client(HTTP_AUTHORIZATION=f"Bearer {mallory_agent_key}"),
+    }
+    sessions = {
+        "alice": alice,
+        "bob": bob,
+        "mallory_submitter": sybil,
+        "mallory_operator": otto,
+        "carol": carol,
+        "dave": dave,
+    }
+    for principal, user in sessions.items():
+        pages[principal] = Client()
+        pages[principal].force_login(user)
     return World(
-        users={"alice": alice, "bob": bob, "carol": carol, "dave": dave, "mallory": mallory},
+        users={
+            "alice": alice,
+            "bob": bob,
+            "carol": carol,
+            "dave": dave,
+            "mallory": mallory,
+            "sybil": sybil,
+            "otto": otto,
+        },
+        pages=pages,
         keys=keys,
         clients=clients,
         node=node,
@@ -214,7 +260,12 @@ def build_world(media_root: str) -> World:
         cashout_requested=requested,
         cashout_approved=approved,
         export=export,
-        extra={"media_root": media_root, "model": model.name, "request": RELAY_REQUEST_ID},
+        extra={
+            "media_root": media_root,
+            "model": model.name,
+            "request": RELAY_REQUEST_ID,
+            "webhook_job": hooked.json()["id"],
+        },
     )
 
 

@@ -6,6 +6,11 @@ checks that every endpoint the URL resolver knows has a row; docs/security.md ca
 table, rendered by `render_markdown()`:
 
     .venv/bin/python -m tests.proof.matrix   # prints the table for docs/security.md
+
+Rows whose owner is a `page_…` kind are web pages, visited with a browser session (an API key
+logs nobody in to a page): there `ok` is a 2xx or a form's redirect to anywhere but the log-in
+page, and `login` is the redirect to the log-in page that a page gives a caller it does not
+know.
 """
 
 import re
@@ -31,7 +36,7 @@ HEADINGS = {
 # Who "owner" is, per row: the principal whose object it is, or the endpoint's natural caller.
 OWNERS = {
     "self": "the caller (alice's submitter key)",
-    "submitter": "alice (submitter key): her job, its logs and artifacts",
+    "submitter": "alice (submitter key): her job, its logs, artifacts and webhook",
     "operator": "bob (operator key): his node",
     "cashout": "bob (operator key): his cashout",
     "agent": "bob's node (agent key), holding the lease",
@@ -43,7 +48,12 @@ OWNERS = {
     "relay": "alice (submitter key): let through; no node serves in this world, so 429",
     "relay_push": "bob's node (agent key), holding the request in the relay",
     "benchmark": "bob's node (agent key), reporting the benchmark it took",
+    "page_public": "anyone (a page: every caller with their browser session, or none)",
+    "page_self": "alice (her browser session): her own account and keys",
+    "page_reset": "anyone, holding alice's valid password-reset link",
 }
+# Owner kinds of the rows that are web pages (see the module's docstring).
+PAGE_OWNERS = {"page_public", "page_self", "page_reset"}
 
 # endpoint -> (owner, the cells in ACTORS order). 401: not authenticated; 403: the credential's
 # role may not call it; 404: the object is someone else's (answered exactly like a missing one);
@@ -65,6 +75,8 @@ MATRIX: dict[str, tuple[str, str]] = {
     # the agent's side: a node acts only as itself
     "GET /api/v1/agent/me": ("agent", "401 ok 403 403 ok 403 403"),
     "POST /api/v1/agent/heartbeat": ("agent", "401 ok 403 403 ok 403 403"),
+    # The figures of the node's own operator: another node's agent reads its own operator's.
+    "GET /api/v1/agent/earnings": ("agent", "401 ok 403 403 ok 403 403"),
     "GET /api/v1/agent/benchmark": ("agent", "401 ok 403 403 ok 403 403"),
     # Another node's agent reporting it is refused as a benchmark it does not have (409).
     "POST /api/v1/agent/benchmark/{benchmark_id}": ("benchmark", "401 ok 403 403 409 403 403"),
@@ -77,6 +89,10 @@ MATRIX: dict[str, tuple[str, str]] = {
     ),
     "POST /api/v1/agent/attempts/{attempt_id}/complete": ("agent", "401 ok 403 403 409 403 403"),
     "POST /api/v1/agent/attempts/{attempt_id}/fail": ("agent", "401 ok 403 403 409 403 403"),
+    "POST /api/v1/agent/attempts/{attempt_id}/hand-back": (
+        "agent",
+        "401 ok 403 403 409 403 403",
+    ),
     # jobs, as their submitter sees them
     "GET /api/v1/jobs/": ("submitter", "401 ok ok 403 403 403 403"),
     "POST /api/v1/jobs/": ("submitter", "401 ok ok 403 403 403 403"),
@@ -85,6 +101,11 @@ MATRIX: dict[str, tuple[str, str]] = {
     "GET /api/v1/jobs/{job_id}/logs": ("submitter", "401 ok 404 403 403 403 403"),
     "GET /api/v1/jobs/{job_id}/timeline": ("submitter", "401 ok 404 403 403 403 403"),
     "GET /api/v1/artifacts/{artifact_id}/download": ("submitter", "401 ok 404 403 403 403 403"),
+    # completion webhooks: of the submitter's own jobs, signed with the submitter's own secret
+    "GET /api/v1/jobs/{job_id}/webhook": ("submitter", "401 ok 404 403 403 403 403"),
+    "POST /api/v1/jobs/{job_id}/webhook/redeliver": ("submitter", "401 ok 404 403 403 403 403"),
+    "GET /api/v1/webhooks/secret": ("self", "401 ok ok 403 403 403 403"),
+    "POST /api/v1/webhooks/secret/rotate": ("self", "401 ok ok 403 403 403 403"),
     # credits
     "POST /api/v1/credits/grants": ("finance", "401 403 403 403 403 ok ok"),
     "POST /api/v1/credits/webhook": ("provider", "401 ok 401 401 401 401 401"),
@@ -117,6 +138,23 @@ MATRIX: dict[str, tuple[str, str]] = {
     "GET /api/v1/docs": ("public", "ok ok ok ok ok ok ok"),
     "GET /healthz": ("public", "ok ok ok ok ok ok ok"),
     "GET /metrics": ("public", "ok ok ok ok ok ok ok"),
+    # web pages (web/): public ones, the account's own, the forms that log in and out
+    "GET /": ("page_public", "ok ok ok ok ok ok ok"),
+    "GET /signup/": ("page_public", "ok ok ok ok ok ok ok"),
+    "POST /signup/": ("page_public", "ok ok ok ok ok ok ok"),
+    "GET /login/": ("page_public", "ok ok ok ok ok ok ok"),
+    "POST /login/": ("page_public", "ok ok ok ok ok ok ok"),
+    "POST /logout/": ("page_public", "ok ok ok ok ok ok ok"),
+    "GET /password-reset/": ("page_public", "ok ok ok ok ok ok ok"),
+    "POST /password-reset/": ("page_public", "ok ok ok ok ok ok ok"),
+    "GET /password-reset/sent/": ("page_public", "ok ok ok ok ok ok ok"),
+    "GET /reset/{uidb64}/{token}/": ("page_reset", "ok ok ok ok ok ok ok"),
+    "POST /reset/{uidb64}/{token}/": ("page_reset", "ok ok ok ok ok ok ok"),
+    "GET /reset/done/": ("page_public", "ok ok ok ok ok ok ok"),
+    "GET /account/": ("page_self", "login ok ok ok login ok ok"),
+    "GET /account/keys/": ("page_self", "login ok ok ok login ok ok"),
+    "POST /account/keys/": ("page_self", "login ok ok ok login ok ok"),
+    "POST /account/keys/{key_id}/revoke/": ("page_self", "login ok 404 404 login 404 404"),
 }
 
 # Lists that some actors may read: who sees the world owner's object in them (everyone else
@@ -126,6 +164,7 @@ LIST_SEES_OWNERS_OBJECT = {
     "GET /api/v1/nodes/": {"owner"},
     "GET /api/v1/jobs/": {"owner"},
     "GET /api/v1/cashouts/": {"owner", "finance", "admin"},
+    "GET /account/keys/": {"owner"},
 }
 
 # Routes the matrix leaves out, with the reason.
@@ -134,7 +173,7 @@ EXCLUDED_PREFIXES = {
     "(checked by test_the_admin_site_takes_no_api_key)",
     "/api-auth/": "DRF's browsable-API login and logout pages",
 }
-EXCLUDED_PATHS = {"/": "a redirect to /admin/, whatever the method"}
+EXCLUDED_PATHS: dict[str, str] = {}
 
 
 def expected(endpoint: str) -> dict[str, str]:
@@ -173,12 +212,29 @@ def resolver_endpoints() -> set[str]:
             view = getattr(entry.callback, "view_class", None) or getattr(
                 entry.callback, "cls", None
             )
-            # A plain function view (healthz, metrics) answers GET only.
-            methods = ["GET"] if view is None else [m.upper() for m in _METHODS if hasattr(view, m)]
+            # A plain function view (healthz, metrics) answers GET only; a class view, the
+            # methods it defines and allows (Django's form views define a `put` they refuse).
+            methods = (
+                ["GET"]
+                if view is None
+                else [
+                    m.upper()
+                    for m in _METHODS
+                    if hasattr(view, m) and m in getattr(view, "http_method_names", _METHODS)
+                ]
+            )
             found.update(f"{method} {path}" for method in methods)
 
     walk(get_resolver().url_patterns, "")
     return found
+
+
+def _shown(cell: str) -> str:
+    if cell == "ok":
+        return "allowed"
+    if cell == "login":
+        return "sent to log in (302)"
+    return f"denied ({cell})"
 
 
 def render_markdown() -> str:
@@ -186,7 +242,7 @@ def render_markdown() -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for endpoint, (owner, _) in MATRIX.items():
         cells = expected(endpoint)
-        shown = ["allowed" if cells[a] == "ok" else f"denied ({cells[a]})" for a in ACTORS]
+        shown = [_shown(cells[a]) for a in ACTORS]
         lines.append(f"| `{endpoint}` | {OWNERS[owner]} | " + " | ".join(shown) + " |")
     return "\n".join(lines)
 

@@ -7,6 +7,7 @@ without a row fails `test_every_served_endpoint_has_a_row`; docs/security.md mus
 same table.
 """
 
+import copy
 import hashlib
 import json
 import re
@@ -29,6 +30,7 @@ from tests.proof.conftest import UPI, World, min_cashout_minor, signed
 pytestmark = pytest.mark.django_db
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "security.md"
+LOGIN = "/login/"
 
 # Which principal plays each actor; "owner" depends on the row (matrix.MATRIX's first field).
 PLAYS = {
@@ -53,6 +55,9 @@ OWNER_PLAYS = {
     "relay": "alice",
     "relay_push": "bob_agent",
     "benchmark": "bob_agent",
+    "page_public": "alice",
+    "page_self": "alice",
+    "page_reset": "alice",
 }
 ROLE_OF = {
     "alice": "submitter",
@@ -71,6 +76,34 @@ class Call:
     data: Any = None
     format: str = "json"
     headers: dict[str, str] = field(default_factory=dict)
+    page: bool = False  # a web page: sent from the principal's browser (World.pages)
+
+
+def page(method: str, path: str, data: dict[str, Any] | None = None) -> Call:
+    return Call(method, path, data, format="form", page=True)
+
+
+PASSWORD = "correct horse battery staple"
+
+
+def _reset_link(w: World) -> str:
+    from django.contrib.auth.tokens import default_token_generator
+    from django.utils.encoding import force_bytes
+    from django.utils.http import urlsafe_base64_encode
+
+    alice = w.users["alice"]
+    uid = urlsafe_base64_encode(force_bytes(alice.pk))
+    return f"/reset/{uid}/{default_token_generator.make_token(alice)}/"
+
+
+def _signup(principal: str) -> dict[str, str]:
+    return {
+        "username": f"matrix-{principal}",
+        "email": f"matrix-{principal}@example.test",
+        "password1": "a long new passphrase 42",
+        "password2": "a long new passphrase 42",
+        "role": "submitter",
+    }
 
 
 def _iso(when) -> str:
@@ -186,6 +219,7 @@ REQUESTS: dict[str, Builder] = {
     "POST /api/v1/agent/heartbeat": lambda w, p, o: Call(
         "post", "/api/v1/agent/heartbeat", {"status": "available"}
     ),
+    "GET /api/v1/agent/earnings": lambda w, p, o: Call("get", "/api/v1/agent/earnings"),
     "POST /api/v1/agent/claim": lambda w, p, o: Call("post", "/api/v1/agent/claim", {"wait": 0}),
     "GET /api/v1/agent/benchmark": lambda w, p, o: Call("get", "/api/v1/agent/benchmark"),
     "POST /api/v1/agent/benchmark/{benchmark_id}": lambda w, p, o: _benchmark_report(w),
@@ -203,6 +237,9 @@ REQUESTS: dict[str, Builder] = {
     "POST /api/v1/agent/attempts/{attempt_id}/fail": lambda w, p, o: Call(
         "post", A.format(w.attempt_id) + "fail", _lease(w, failure_class="job")
     ),
+    "POST /api/v1/agent/attempts/{attempt_id}/hand-back": lambda w, p, o: Call(
+        "post", A.format(w.attempt_id) + "hand-back", _lease(w, reason="owner back")
+    ),
     "GET /api/v1/jobs/": lambda w, p, o: Call("get", "/api/v1/jobs/"),
     "POST /api/v1/jobs/": lambda w, p, o: Call("post", "/api/v1/jobs/", job_body()),
     "GET /api/v1/jobs/{job_id}": lambda w, p, o: Call("get", f"/api/v1/jobs/{w.job.pk}"),
@@ -215,6 +252,16 @@ REQUESTS: dict[str, Builder] = {
     ),
     "GET /api/v1/artifacts/{artifact_id}/download": lambda w, p, o: Call(
         "get", f"/api/v1/artifacts/{w.artifact_id}/download"
+    ),
+    "GET /api/v1/jobs/{job_id}/webhook": lambda w, p, o: Call(
+        "get", f"/api/v1/jobs/{w.extra['webhook_job']}/webhook"
+    ),
+    "POST /api/v1/jobs/{job_id}/webhook/redeliver": lambda w, p, o: Call(
+        "post", f"/api/v1/jobs/{w.extra['webhook_job']}/webhook/redeliver"
+    ),
+    "GET /api/v1/webhooks/secret": lambda w, p, o: Call("get", "/api/v1/webhooks/secret"),
+    "POST /api/v1/webhooks/secret/rotate": lambda w, p, o: Call(
+        "post", "/api/v1/webhooks/secret/rotate"
     ),
     "POST /api/v1/credits/grants": lambda w, p, o: Call(
         "post",
@@ -262,6 +309,32 @@ REQUESTS: dict[str, Builder] = {
     "GET /api/v1/docs": lambda w, p, o: Call("get", "/api/v1/docs"),
     "GET /healthz": lambda w, p, o: Call("get", "/healthz"),
     "GET /metrics": lambda w, p, o: Call("get", "/metrics"),
+    "GET /": lambda w, p, o: page("get", "/"),
+    "GET /signup/": lambda w, p, o: page("get", "/signup/"),
+    "POST /signup/": lambda w, p, o: page("post", "/signup/", _signup(p)),
+    "GET /login/": lambda w, p, o: page("get", "/login/"),
+    "POST /login/": lambda w, p, o: page(
+        "post", "/login/", {"username": "alice", "password": PASSWORD}
+    ),
+    "POST /logout/": lambda w, p, o: page("post", "/logout/"),
+    "GET /password-reset/": lambda w, p, o: page("get", "/password-reset/"),
+    "POST /password-reset/": lambda w, p, o: page(
+        "post", "/password-reset/", {"email": w.users["alice"].email}
+    ),
+    "GET /password-reset/sent/": lambda w, p, o: page("get", "/password-reset/sent/"),
+    "GET /reset/{uidb64}/{token}/": lambda w, p, o: page("get", _reset_link(w)),
+    "POST /reset/{uidb64}/{token}/": lambda w, p, o: page(
+        "post", _reset_link(w), {"new_password1": "x", "new_password2": "x"}
+    ),
+    "GET /reset/done/": lambda w, p, o: page("get", "/reset/done/"),
+    "GET /account/": lambda w, p, o: page("get", "/account/"),
+    "GET /account/keys/": lambda w, p, o: page("get", "/account/keys/"),
+    "POST /account/keys/": lambda w, p, o: page(
+        "post", "/account/keys/", {"name": "matrix", "role": ROLE_OF.get(p, "submitter")}
+    ),
+    "POST /account/keys/{key_id}/revoke/": lambda w, p, o: page(
+        "post", f"/account/keys/{w.spare_key.pk}/revoke/"
+    ),
 }
 
 OWNED_OBJECT = {
@@ -270,11 +343,23 @@ OWNED_OBJECT = {
     "GET /api/v1/jobs/": lambda w: w.job.pk,
     "GET /api/v1/cashouts/": lambda w: w.cashout_requested.pk,
 }
+# Pages: text that shows the owner's object on the page.
+OWNED_TEXT = {
+    "GET /account/keys/": lambda w: w.spare_key.prefix,
+}
 
 
 def send(w: World, principal: str, call: Call):
-    client = w.clients[principal]
+    client = w.pages[principal] if call.page else w.clients[principal]
     method = getattr(client, call.method)
+    if call.page:
+        # Logging in, out or up changes the browser's cookies; the next call must find the
+        # principal's session as the world made it.
+        cookies = copy.deepcopy(client.cookies)
+        try:
+            return method(call.path, call.data or {}, **call.headers)
+        finally:
+            client.cookies = cookies
     if call.format == "raw":
         return method(call.path, call.data, content_type="application/json", **call.headers)
     if call.data is None:
@@ -326,6 +411,18 @@ def test_only_the_intended_actors_get_through(endpoint, world):
             transaction.set_rollback(True)
         got = response.status_code
         assert got < 500, f"{endpoint} as {actor}: {got} {response.content[:300]!r}"
+        if call.page:
+            # A page answers a caller it does not know by sending them to log in; a form it
+            # accepts, by a redirect elsewhere.
+            to_login = got == 302 and response["Location"].startswith(LOGIN)
+            got = "login" if to_login else ("ok" if got in (200, 302) else got)
+            if str(got) != want:
+                wrong.append(f"{actor}: wanted {want}, got {got} {response.content[:200]!r}")
+            elif endpoint in OWNED_TEXT and want == "ok":
+                sees = OWNED_TEXT[endpoint](world) in response.content.decode()
+                if sees != (actor in matrix.LIST_SEES_OWNERS_OBJECT[endpoint]):
+                    wrong.append(f"{actor}: sees the owner's object: {sees}")
+            continue
         if want == "ok":
             if not 200 <= got < 300:
                 wrong.append(f"{actor}: wanted 2xx, got {got} {response.content[:200]!r}")

@@ -1,0 +1,5 @@
+from core.errors import ConflictError
+
+
+class NotRedeliverable(ConflictError):
+    code = "not_redeliverable"
