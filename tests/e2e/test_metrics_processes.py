@@ -87,13 +87,13 @@ def processes(transactional_db, tmp_path: Path, settings, receiver):
         stack.wait_until(
             "the hub's /healthz",
             lambda: requests.get(f"{stack.url}/healthz", timeout=2).status_code == 200,
-            timeout=30,
+            timeout=60,
         )
         stack.worker_metrics = f"http://127.0.0.1:{worker_port}/metrics"
         stack.wait_until(
             "the worker's /metrics",
             lambda: requests.get(stack.worker_metrics, timeout=2).status_code == 200,
-            timeout=30,
+            timeout=60,
         )
         yield stack
     finally:
@@ -150,10 +150,10 @@ def test_every_process_counts_and_any_scrape_sums_them(processes, receiver):
     node.refresh_from_db()
     node_quarantine(node=node, rule=Rule.THERMAL, reason="3 throttling episodes", actor="system")
     got, _ = receiver
-    processes.wait_until("the webhook's alert", lambda: got, timeout=30)
+    processes.wait_until("the webhook's alert", lambda: got, timeout=60)
     assert got[0]["kind"] == "node_quarantined" and "3 throttling episodes" in got[0]["body"]
     mail_dir = processes.workdir / "mail"
-    mails = processes.wait_until("the alert's mail", lambda: list(mail_dir.glob("*")), timeout=30)
+    mails = processes.wait_until("the alert's mail", lambda: list(mail_dir.glob("*")), timeout=60)
     text = mails[0].read_text()
     assert f"To: {dave.email}" in text and f"Node {node.pk} quarantined" in text
     assert "bob@example.com" not in text  # an operator, not an admin
@@ -167,5 +167,5 @@ def test_every_process_counts_and_any_scrape_sums_them(processes, receiver):
         )
         return found if ran == 2 else None
 
-    found = processes.wait_until("the worker's figures", worker_ran_both, timeout=30)
+    found = processes.wait_until("the worker's figures", worker_ran_both, timeout=60)
     assert "computepool_tasks" not in {name for name, _ in found}  # the hub's to show
