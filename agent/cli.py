@@ -11,6 +11,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
+from urllib.parse import urlsplit
 
 from agent.benchmarking import BenchmarkService
 from agent.client import AuthError, HubClient, HubError, HubRejected, agent_version
@@ -40,10 +41,13 @@ UNSANDBOXED_WARNING = """\
 !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"""
 
 
-def configure_logging(*, verbose: bool) -> None:
+def configure_logging(*, verbose: bool, report: bool = False) -> None:
+    """`report`: a command whose output is a report (doctor) logs errors only, so that no log
+    line lands in the middle of it: what it finds, it prints as rows."""
     # Without force: a host that already set up logging (a service wrapper, pytest) keeps its own.
+    quiet = logging.ERROR if report else logging.INFO
     logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
+        level=logging.DEBUG if verbose else quiet,
         format="%(asctime)s %(levelname)-7s %(message)s",
         datefmt="%Y-%m-%d %H:%M:%S",
         stream=sys.stderr,
@@ -51,6 +55,19 @@ def configure_logging(*, verbose: bool) -> None:
     # Connection-pool chatter would drown the one-line-per-event log an operator reads.
     for noisy in ("urllib3", "docker"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _hub_url(value: str) -> str:
+    """The hub's address as a URL with its scheme: requests cannot guess one, and a bare
+    `host:port` would otherwise fail deep in the first request."""
+    url = value.strip().rstrip("/")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise argparse.ArgumentTypeError(
+            f"expected the hub's URL with http:// or https://, e.g. https://hub.example.com or "
+            f"http://127.0.0.1:8000, got {value!r}"
+        )
+    return url
 
 
 def _region(value: str) -> str:
@@ -158,7 +175,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     register = commands.add_parser("register", help="register this machine with a hub")
-    register.add_argument("--hub", required=True, metavar="URL", help="hub address")
+    register.add_argument(
+        "--hub", required=True, type=_hub_url, metavar="URL", help="the hub's URL, with http(s)://"
+    )
     register.add_argument("--token", required=True, metavar="KEY", help="your operator API key")
     register.add_argument("--name", help="node name (default: the host name)")
     register.add_argument("--region", type=_region, help="two-letter country code, e.g. IN")
@@ -197,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    configure_logging(verbose=args.verbose)
+    configure_logging(verbose=args.verbose, report=args.command == "doctor")
     path = resolve_config_path(args.config)
     handler = {
         "register": _register, "run": _run, "doctor": _doctor, "status": _status,

@@ -185,6 +185,10 @@ WEB_SIGNUP_OPEN = env_bool("WEB_SIGNUP_OPEN", True)
 WEB_LOGIN_RATE = env_rate("WEB_LOGIN_RATE", "10/min")
 WEB_SIGNUP_RATE = env_rate("WEB_SIGNUP_RATE", "5/hour")
 WEB_PASSWORD_RESET_RATE = env_rate("WEB_PASSWORD_RESET_RATE", "5/hour")
+# Budgets of a signed-in person's writes that make something lasting: enrolment keys made on
+# the add-a-machine page, cashouts asked for; per client address and per account.
+WEB_ENROL_RATE = env_rate("WEB_ENROL_RATE", "20/hour")
+WEB_CASHOUT_RATE = env_rate("WEB_CASHOUT_RATE", "20/hour")
 # Mail (password resets, the admins' alerts). The console backend prints it (the demo);
 # production names an SMTP backend and its EMAIL_HOST, EMAIL_PORT, EMAIL_HOST_USER,
 # EMAIL_HOST_PASSWORD, EMAIL_USE_TLS.

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from core.api.not_found import api_not_found
 from core.health import healthz
 from core.metrics import metrics
 
@@ -14,6 +15,9 @@ api_v1 = [
     path("", include("inference.agent_urls")),
     path("schema", SpectacularAPIView.as_view(), name="schema"),
     path("docs", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    # Last: any other path under the API (a mistyped route, /jobs/abc, /jobs/-1) is the API's
+    # JSON 404, not Django's page.
+    path("<path:unknown>", api_not_found, name="api-not-found"),
 ]
 
 urlpatterns = [

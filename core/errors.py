@@ -3,7 +3,9 @@ to HTTP by their `code` and `http_status`, so services never speak HTTP and view
 
 
 class DomainError(Exception):
-    code = "error"
+    # A plain DomainError is a request the service refuses as invalid: the same code as a
+    # serializer's field errors (docs/api.md, the error table). Subclasses name their own.
+    code = "invalid"
     http_status = 400
 
     def __init__(self, detail: str, *, fields: dict[str, list[str]] | None = None) -> None:

@@ -18,10 +18,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.api.bodies import validated
+from core.api.pagination import OldestFirstPagination
 from core.api.permissions import IsSubmitter
 from jobs import attempts as attempt_services
 from jobs.claim import Lease, claim_current, task_claim
-from jobs.models import Artifact, Attempt, Job, LogChunk
+from jobs.models import Artifact, Attempt, Job, JobKind, JobState, LogChunk
 from jobs.node_profile import profile_for
 from jobs.selectors import job_timeline, queue_backoff_ends
 from jobs.serializers import (
@@ -60,8 +61,9 @@ class UtcDateTimeFilter(filters.IsoDateTimeFilter):
 
 
 class JobFilter(filters.FilterSet):
-    state = filters.CharFilter()
-    kind = filters.CharFilter()
+    # Choices, not free text: ?state=bogus is a 400 naming the field, not an empty list.
+    state = filters.ChoiceFilter(choices=JobState.choices)
+    kind = filters.ChoiceFilter(choices=JobKind.choices)
     created_after = UtcDateTimeFilter(field_name="created_at", lookup_expr="gte")
     created_before = UtcDateTimeFilter(field_name="created_at", lookup_expr="lt")
 
@@ -154,10 +156,11 @@ class JobCancelApi(APIView):
 
 
 class JobLogsApi(generics.ListAPIView):
-    """Log chunks of a job's attempts, in the order they were received."""
+    """Log chunks of a job's attempts, in the order they were received (oldest first)."""
 
     permission_classes = [IsSubmitter]
     serializer_class = LogChunkOut
+    pagination_class = OldestFirstPagination
 
     @extend_schema(
         parameters=[

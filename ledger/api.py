@@ -365,6 +365,12 @@ class StatementApi(APIView):
     permission_classes = [IsPerson]
     renderer_classes = [JSONRenderer, CSVRenderer]
 
+    def handle_exception(self, exc: Exception) -> Response:
+        # An error is JSON in the API's one shape, even where the answer would have been CSV.
+        self.request.accepted_renderer = JSONRenderer()
+        self.request.accepted_media_type = JSONRenderer.media_type
+        return super().handle_exception(exc)
+
     @extend_schema(
         parameters=[
             StatementQuery,

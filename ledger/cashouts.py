@@ -102,7 +102,9 @@ def cashout_request(
     original cashout.
     """
     if type(amount) is not int or amount <= 0:
-        raise DomainError("amount must be a positive integer", fields={"amount": ["positive"]})
+        raise DomainError(
+            "amount must be a positive integer", fields={"amount_minor": ["positive"]}
+        )
     details = payout_details_clean(payout_details)
     details_hash = payout_details_hash(details)
     rules = rules_at()
@@ -111,14 +113,14 @@ def cashout_request(
             amount=amount, fee_bps=rules.cashout_fee_bps, paise_per_credit=rules.paise_per_credit
         )
     except ValueError as exc:
-        raise DomainError(str(exc), fields={"amount": [str(exc)]}) from None
+        raise DomainError(str(exc), fields={"amount_minor": [str(exc)]}) from None
     if figures.gross_paise < rules.min_cashout_paise:
         minimum = -(-rules.min_cashout_paise * quotes.MINOR_PER_CREDIT // rules.paise_per_credit)
         raise DomainError(
             f"the minimum cashout is ₹{quotes.format_paise(rules.min_cashout_paise)} "
             f"({quotes.format_minor(minimum)} credits); this is "
             f"₹{quotes.format_paise(figures.gross_paise)}",
-            fields={"amount": [f"at least {minimum}"]},
+            fields={"amount_minor": [f"at least {minimum}"]},
         )
     key = f"cashout:{operator_id}:{idempotency_key}" if idempotency_key else None
     with transaction.atomic():
@@ -140,7 +142,7 @@ def cashout_request(
             raise InsufficientFunds(
                 f"you asked to cash out {quotes.format_minor(amount)} credits but have "
                 f"{quotes.format_minor(balance)} in earnings",
-                fields={"amount": [f"at most {balance}"]},
+                fields={"amount_minor": [f"at most {balance}"]},
             )
         clearing = account_ensure(
             code=cashout_code(operator_id), kind=AccountKind.CASHOUT, owner_id=operator_id

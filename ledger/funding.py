@@ -32,7 +32,7 @@ class WebhookNotConfigured(DomainError):
     http_status = 503
 
 
-def _require_amount(amount: object, field: str = "amount") -> int:
+def _require_amount(amount: object, field: str = "amount_minor") -> int:
     if type(amount) is not int or amount <= 0:
         raise DomainError(
             f"{field} must be a positive integer number of minor units",

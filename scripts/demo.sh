@@ -137,6 +137,9 @@ if [ -f scripts/demo_inference.sh ]; then
   . scripts/demo_inference.sh
 fi
 
+step "A cashout: bob asks, carol (finance) approves, exports and pays"
+"$PY" scripts/demo_setup.py cashout
+
 step "Sealing the event chain and verifying the ledger"
 manage seal_ledger
 manage verify_ledger

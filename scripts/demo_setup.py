@@ -150,6 +150,80 @@ def money() -> None:
     )
 
 
+def cashout() -> None:
+    """A whole cashout cycle for bob: request, approve, export, pay. The book in force asks for
+    ₹500 at least, which a demo's few seconds of work never earn, so the demo first publishes
+    a demo-sized version of the book with a one-paisa minimum (as an admin would, in a new
+    version of the book: books in force are never edited)."""
+    from datetime import timedelta
+
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+
+    from ledger import quotes
+    from ledger.accounts import earnings_code
+    from ledger.cashouts import cashout_approve, cashout_mark_paid, cashout_request
+    from ledger.exports import cashout_export_create
+    from ledger.models import Account
+    from ledger.models_pricing import PriceBook
+    from ledger.pricing import price_book_copy, rules_at
+    from people.services import role_grant
+
+    now = timezone.now()
+    rules = rules_at(now)
+    if rules.min_cashout_paise > 1:
+        with transaction.atomic():
+            in_force = PriceBook.objects.get(pk=rules.version)
+            book = price_book_copy(
+                source=in_force, effective_from=now + timedelta(days=365), name="demo-sized"
+            )
+            book.min_cashout_paise = 1
+            book.effective_from = now - timedelta(seconds=1)
+            book.save()
+        rules = rules_at()
+    bob = get_user_model().objects.get(username="bob")
+    carol, _ = get_user_model().objects.get_or_create(username="carol")
+    role_grant(user=carol, role="finance", actor="demo")
+    earned = (
+        Account.objects.filter(code=earnings_code(bob.pk)).values_list("balance", flat=True).first()
+        or 0
+    )
+    step = quotes.paise_granularity(rules.paise_per_credit)
+    amount = earned // step * step
+    if amount == 0:
+        print(
+            f"\nbob's earnings ({quotes.format_minor(earned)} credits) are under one paisa: "
+            "no cashout"
+        )
+        return
+    actor = f"user:{bob.pk}"
+    requested = cashout_request(
+        operator_id=bob.pk,
+        amount=amount,
+        payout_details={"method": "upi", "vpa": "bob@okbank"},
+        actor=actor,
+        idempotency_key=f"demo-{now:%Y%m%d%H%M%S}",
+    )
+    finance = f"user:{carol.pk}"
+    cashout_approve(cashout_id=requested.pk, actor=finance)
+    export = cashout_export_create(
+        period_from=now - timedelta(hours=1),
+        period_to=timezone.now() + timedelta(seconds=1),
+        actor=finance,
+        cashout_ids=[requested.pk],
+    )
+    paid = cashout_mark_paid(
+        cashout_id=requested.pk, payout_reference=f"UPI-DEMO-{requested.pk}", actor=finance
+    )
+    print(
+        f"\ncashout {paid.pk}: bob asked for {quotes.format_minor(amount)} credits "
+        f"(₹{quotes.format_paise(paid.inr_paise)} after the fee, minimum "
+        f"₹{quotes.format_paise(rules.min_cashout_paise)} in the demo's book); carol (finance) "
+        f"approved it, exported it (export {export.pk}, sha256 {export.sha256[:12]}…, chain head "
+        f"{export.chain_head[:12]}…) and marked it {paid.status} as {paid.payout_reference}"
+    )
+
+
 def inference(models_dir: str) -> None:
     """The tiny model in the catalog, priced: what an admin does in the admin."""
     from inference.catalog import model_register, token_prices_publish
@@ -187,6 +261,7 @@ if __name__ == "__main__":
         "benchmark": benchmark,
         "submit": lambda: submit(*sys.argv[2:4]),
         "money": money,
+        "cashout": cashout,
         "inference": lambda: inference(sys.argv[2]),
         "requests": requests_shown,
     }[sys.argv[1]]()

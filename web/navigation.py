@@ -24,6 +24,11 @@ EVERYONE = frozenset(ROLES)
 MENU = (
     Entry("Account", "web:home", EVERYONE),
     Entry("API keys", "web:keys", EVERYONE),
+    Entry("Nodes", "web:nodes", frozenset({"operator"})),
+    Entry("Earnings", "web:earnings", frozenset({"operator"})),
+    Entry("Cashouts", "web:finance_cashouts", frozenset({"finance", "admin"})),
+    Entry("Exports", "web:finance_exports", frozenset({"finance", "admin"})),
+    Entry("Statements", "web:finance_statements", frozenset({"finance", "admin"})),
     Entry("Admin", "admin:index", frozenset({"admin"})),
 )
 

@@ -1,4 +1,5 @@
-"""Budgets for the pages that take a password or send mail: log in, sign up, password reset.
+"""Budgets for the pages that take a password or send mail (log in, sign up, password reset)
+and for a signed-in person's lasting writes (an enrolment key, a cashout request).
 
 Counted as the API counts its per-key budgets (core.api.throttling.over_budget), per client
 address and, where a form names an account (log in, password reset), per that account too: many
@@ -39,6 +40,13 @@ def too_many(request: HttpRequest, wait: float) -> HttpResponse:
     response = render(request, "web/rate_limited.html", {"seconds": seconds}, status=429)
     response["Retry-After"] = str(seconds)
     return response
+
+
+def over_budget_page(request: HttpRequest, action: str) -> HttpResponse | None:
+    """For a signed-in person's write: spend one of WEB_<action>_RATE, per address and per
+    account; the 429 page once a budget is spent, else None."""
+    wait = spend(request, action, account=request.user.get_username())
+    return too_many(request, wait) if wait else None
 
 
 class RateLimitedPost:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from web import accounts, home, keys
+from web import accounts, earnings, finance, home, keys, operator
 
 app_name = "web"
 
@@ -26,4 +26,46 @@ urlpatterns = [
     path("account/", home.HomePage.as_view(), name="home"),
     path("account/keys/", keys.KeysPage.as_view(), name="keys"),
     path("account/keys/<int:key_id>/revoke/", keys.KeyRevokePage.as_view(), name="key_revoke"),
+    # an operator's nodes and earnings
+    path("nodes/", operator.NodesPage.as_view(), name="nodes"),
+    path("nodes/add/", operator.AddMachinePage.as_view(), name="add_machine"),
+    path("nodes/<int:node_id>/", operator.NodePage.as_view(), name="node"),
+    path(
+        "nodes/<int:node_id>/price-floor/",
+        operator.NodePriceFloorPage.as_view(),
+        name="node_price_floor",
+    ),
+    path("nodes/<int:node_id>/retire/", operator.NodeRetirePage.as_view(), name="node_retire"),
+    path("earnings/", earnings.EarningsPage.as_view(), name="earnings"),
+    path("earnings/cashout/", earnings.CashoutPage.as_view(), name="cashout"),
+    # finance
+    path("finance/cashouts/", finance.CashoutQueuePage.as_view(), name="finance_cashouts"),
+    path(
+        "finance/cashouts/<int:cashout_id>/approve/",
+        finance.CashoutApprovePage.as_view(),
+        name="finance_cashout_approve",
+    ),
+    path(
+        "finance/cashouts/<int:cashout_id>/reject/",
+        finance.CashoutRejectPage.as_view(),
+        name="finance_cashout_reject",
+    ),
+    path(
+        "finance/cashouts/<int:cashout_id>/paid/",
+        finance.CashoutPaidPage.as_view(),
+        name="finance_cashout_paid",
+    ),
+    path("finance/exports/", finance.ExportsPage.as_view(), name="finance_exports"),
+    path("finance/exports/<int:export_id>/", finance.ExportPage.as_view(), name="finance_export"),
+    path(
+        "finance/exports/<int:export_id>/download/",
+        finance.ExportDownloadPage.as_view(),
+        name="finance_export_download",
+    ),
+    path(
+        "finance/exports/<int:export_id>/head/",
+        finance.ExportHeadPage.as_view(),
+        name="finance_export_head",
+    ),
+    path("finance/statements/", finance.StatementsPage.as_view(), name="finance_statements"),
 ]

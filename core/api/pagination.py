@@ -19,3 +19,10 @@ class DefaultPagination(CursorPagination):
         ):
             raise NotFound(self.invalid_cursor_message)
         return cursor
+
+
+class OldestFirstPagination(DefaultPagination):
+    """In the order rows were added: a log reads from its beginning, and its next page holds
+    what arrived since."""
+
+    ordering = "id"

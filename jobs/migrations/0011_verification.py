@@ -7,12 +7,12 @@ from django.db import migrations, models
 # Whether an operator's node already ran another replica of the task's slice: the claim's gate
 # that keeps a slice's replicas on distinct operators (jobs/sql/task_live_gates.sql). A function
 # so that the claim's statement stays short enough for psycopg to cache it (core.sql); a plain
-# SQL function, inlined by the planner. Only replicas (replica > 0) read the slice's attempts:
-# through its tasks (task_job_index) and theirs (attempt_task_number).
+# SQL function (called for replicas only: the gate tests `replica = 0` first), which reads the
+# slice's tasks (task_job_index) and their attempts (attempt_task_number).
 _CREATE = """
 CREATE FUNCTION jobs_slice_ran_by(t jobs_task, operator bigint) RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE AS $$
-    SELECT t.replica > 0 AND EXISTS (
+    SELECT EXISTS (
         SELECT 1 FROM jobs_task s
           JOIN jobs_attempt a ON a.task_id = s.id
           JOIN nodes_node o ON o.id = a.node_id

@@ -21,7 +21,7 @@ won AS (
        SET state = %(state)s, finished_at = %(now)s, runtime_ms = %(runtime_ms)s,
            exit_code = %(exit_code)s, stdout_tail = %(stdout_tail)s,
            stderr_tail = %(stderr_tail)s, reported_runtime_s = %(reported_runtime_s)s,
-           progress = 100
+           progress = 100, message = 'succeeded'
      WHERE id = %(attempt)s AND lease_token = %(token)s AND state IN (%(leased)s, %(running)s)
        AND lease_expires_at > %(now)s AND EXISTS (SELECT 1 FROM rel)
     RETURNING id

@@ -9,4 +9,4 @@ t.available_at <= %(now)s
 AND (NOT t.excluded_nodes @> ARRAY[%(node)s::bigint] OR t.available_at <= %(reprieve)s)
 AND (%(trusted)s OR (NOT t.trusted_only
                      AND (t.replica > 0 OR (t.priority <= 0 AND t.attempts + 1 < t.max_attempts))))
-AND NOT jobs_slice_ran_by(t, %(operator)s)
+AND (t.replica = 0 OR NOT jobs_slice_ran_by(t, %(operator)s))

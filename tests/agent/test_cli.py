@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -109,7 +110,8 @@ def test_the_owners_rules_have_flags() -> None:
     [
         ([], "required"),
         (["register", "--hub", "https://hub"], "--token"),
-        (["register", "--hub", "h", "--token", "t", "--region", "india"], "two-letter"),
+        (["register", "--hub", "https://h", "--token", "t", "--region", "india"], "two-letter"),
+        (["register", "--hub", "hub.example.com", "--token", "t"], "http:// or https://"),
         (["run", "--slots", "0"], "positive integer"),
         (["run", "--sandbox", "chroot"], "invalid choice"),
         (["run", "--drain-grace", "-5"], "positive number"),
@@ -478,3 +480,32 @@ def test_an_operator_can_opt_out_of_inference(tmp_path: Path) -> None:
     assert _inference_service(config(inference=False), client, {}, 0) is None
     served = _inference_service(config(inference_slots=3), client, {}, 2048)
     assert isinstance(served, InferenceService) and served.state()["slots"] == 3
+
+
+def test_a_hub_address_without_its_scheme_is_a_usage_error_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--config", str(tmp_path / "a.json"), "register", "--token", "k"]
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--hub", "127.0.0.1:8791"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "http:// or https://" in err and "Traceback" not in err
+    assert not (tmp_path / "a.json").exists()
+
+
+def test_doctor_prints_its_report_with_no_log_line_inside(tmp_path: Path) -> None:
+    # As an operator runs it, stdout and stderr on one terminal: every line is the report's.
+    done = subprocess.run(
+        [sys.executable, "-m", "agent", "--config", str(tmp_path / "absent.json"), "doctor"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout
+    assert "PROBLEMS: configuration" in done.stdout
+    logged = [line for line in done.stdout.splitlines() if re.match(r"\d{4}-\d\d-\d\d \d\d:", line)]
+    assert logged == []

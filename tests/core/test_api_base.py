@@ -113,3 +113,37 @@ def test_the_api_docs_are_served_by_the_hub_with_no_cdn():
     for asset in assets:
         response = client.get(asset)
         assert response.status_code == 200, asset
+
+
+@pytest.mark.parametrize("path", ["/api/v1/nope", "/api/v1/jobs/-1", "/api/v1/jobs/abc"])
+def test_a_path_the_api_does_not_serve_is_its_json_404_even_with_debug(api, alice, settings, path):
+    settings.DEBUG = True  # Django's own 404 page would list the URL patterns
+    response = api(alice, "submitter").get(path)
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    assert response.json() == {"error": "not_found", "detail": "Not found.", "fields": {}}
+
+
+def test_a_filter_value_that_names_no_state_is_a_400(api, alice):
+    response = api(alice, "submitter").get("/api/v1/jobs/", {"state": "bogus"})
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid" and "state" in response.json()["fields"]
+    assert api(alice, "submitter").get("/api/v1/jobs/", {"state": "queued"}).status_code == 200
+
+
+def test_a_services_refusal_is_invalid_and_names_the_fields_the_request_named(api, bob, carol):
+    # Below the minimum cashout (the service's rule, not a serializer's).
+    low = api(bob, "operator").post(
+        "/api/v1/cashouts/",
+        {"amount_minor": 100, "payout_details": {"method": "upi", "vpa": "bob@okbank"}},
+        format="json",
+    )
+    assert low.status_code == 400, low.json()
+    assert low.json()["error"] == "invalid" and "amount_minor" in low.json()["fields"]
+    unknown = api(carol, "finance").post(
+        "/api/v1/credits/grants",
+        {"user_id": 987654, "amount_minor": 100, "reference": "x", "idempotency_key": "g-1"},
+        format="json",
+    )
+    assert unknown.status_code == 400, unknown.json()
+    assert unknown.json()["error"] == "invalid" and "user_id" in unknown.json()["fields"]

@@ -376,3 +376,29 @@ def test_a_completion_whose_event_meets_a_taken_version_changes_nothing(leased):
     _completion_refused_changing_nothing(node, lease, VersionConflict)
     assert Attempt.objects.get().state == "leased"
     assert Task.objects.get().state == "leased"
+
+
+def test_logs_read_oldest_first_and_a_success_says_so_in_the_attempts_message(leased, submitter):
+    job_id, _, agent, lease = leased
+    base = f"/api/v1/agent/attempts/{lease['attempt_id']}"
+    token = lease["lease_token"]
+    assert (
+        agent.post(
+            f"{base}/progress",
+            {"lease_token": token, "progress": 5, "message": "started"},
+            format="json",
+        ).status_code
+        == 200
+    )
+    for seq, line in enumerate(["first\n", "second\n", "third\n"]):
+        body = {"lease_token": token, "stream": "stdout", "seq": seq, "data": line}
+        assert agent.post(f"{base}/log", body, format="json").status_code == 200
+    assert complete(agent, lease).status_code == 200
+    logs = submitter.get(f"/api/v1/jobs/{job_id}/logs").json()["results"]
+    assert [chunk["data"] for chunk in logs] == ["first\n", "second\n", "third\n"]
+    attempt = submitter.get(f"/api/v1/jobs/{job_id}").json()["tasks"][0]["attempts"][0]
+    assert (attempt["state"], attempt["progress"], attempt["message"]) == (
+        "succeeded",
+        100,
+        "succeeded",
+    )

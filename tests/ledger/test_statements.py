@@ -89,5 +89,13 @@ def test_the_statement_comes_as_csv(api, alice, month):
     assert rows[3]["credits"] == "-70000.00"
 
 
+def test_a_csv_statement_asked_without_its_period_is_a_json_400(api, alice):
+    response = api(alice, "submitter").get("/api/v1/statements/me", {"format": "csv"})
+    assert response.status_code == 400
+    assert response["Content-Type"].startswith("application/json")
+    assert response.json()["error"] == "invalid"
+    assert {"from", "to"} <= set(response.json()["fields"])
+
+
 def test_a_statement_needs_a_person(client, month):
     assert client.get("/api/v1/statements/me", month).status_code in (401, 403)

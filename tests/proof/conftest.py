@@ -59,6 +59,8 @@ WORLD_SETTINGS = {
     "WEB_LOGIN_RATE": (1_000_000, 60),
     "WEB_SIGNUP_RATE": (1_000_000, 60),
     "WEB_PASSWORD_RESET_RATE": (1_000_000, 60),
+    "WEB_ENROL_RATE": (1_000_000, 60),
+    "WEB_CASHOUT_RATE": (1_000_000, 60),
 }
 # A request in force on bob's node in the relay (Redis), for the push endpoint's row.
 RELAY_REQUEST_ID = 970_000_001

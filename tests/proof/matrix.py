@@ -51,9 +51,11 @@ OWNERS = {
     "page_public": "anyone (a page: every caller with their browser session, or none)",
     "page_self": "alice (her browser session): her own account and keys",
     "page_reset": "anyone, holding alice's valid password-reset link",
+    "page_operator": "bob (his browser session): his node, earnings and cashouts",
+    "page_finance": "bob (his browser session): his cashouts, which finance decides and exports",
 }
 # Owner kinds of the rows that are web pages (see the module's docstring).
-PAGE_OWNERS = {"page_public", "page_self", "page_reset"}
+PAGE_OWNERS = {"page_public", "page_self", "page_reset", "page_operator", "page_finance"}
 
 # endpoint -> (owner, the cells in ACTORS order). 401: not authenticated; 403: the credential's
 # role may not call it; 404: the object is someone else's (answered exactly like a missing one);
@@ -155,6 +157,36 @@ MATRIX: dict[str, tuple[str, str]] = {
     "GET /account/keys/": ("page_self", "login ok ok ok login ok ok"),
     "POST /account/keys/": ("page_self", "login ok ok ok login ok ok"),
     "POST /account/keys/{key_id}/revoke/": ("page_self", "login ok 404 404 login 404 404"),
+    # an operator's pages: their own nodes, earnings and cashouts only
+    "GET /nodes/": ("page_operator", "login ok 403 ok login 403 403"),
+    "GET /nodes/add/": ("page_operator", "login ok 403 ok login 403 403"),
+    "POST /nodes/add/": ("page_operator", "login ok 403 ok login 403 403"),
+    "GET /nodes/{node_id}/": ("page_operator", "login ok 403 404 login 403 403"),
+    "POST /nodes/{node_id}/price-floor/": ("page_operator", "login ok 403 404 login 403 403"),
+    "POST /nodes/{node_id}/retire/": ("page_operator", "login ok 403 404 login 403 403"),
+    "GET /earnings/": ("page_operator", "login ok 403 ok login 403 403"),
+    "GET /earnings/cashout/": ("page_operator", "login ok 403 ok login 403 403"),
+    "POST /earnings/cashout/": ("page_operator", "login ok 403 ok login 403 403"),
+    # finance's pages
+    "GET /finance/cashouts/": ("page_finance", "login 403 403 403 login ok ok"),
+    "POST /finance/cashouts/{cashout_id}/approve/": (
+        "page_finance",
+        "login 403 403 403 login ok ok",
+    ),
+    "POST /finance/cashouts/{cashout_id}/reject/": (
+        "page_finance",
+        "login 403 403 403 login ok ok",
+    ),
+    "POST /finance/cashouts/{cashout_id}/paid/": ("page_finance", "login 403 403 403 login ok ok"),
+    "GET /finance/exports/": ("page_finance", "login 403 403 403 login ok ok"),
+    "POST /finance/exports/": ("page_finance", "login 403 403 403 login ok ok"),
+    "GET /finance/exports/{export_id}/": ("page_finance", "login 403 403 403 login ok ok"),
+    "GET /finance/exports/{export_id}/download/": (
+        "page_finance",
+        "login 403 403 403 login ok ok",
+    ),
+    "GET /finance/exports/{export_id}/head/": ("page_finance", "login 403 403 403 login ok ok"),
+    "GET /finance/statements/": ("page_finance", "login 403 403 403 login ok ok"),
 }
 
 # Lists that some actors may read: who sees the world owner's object in them (everyone else
@@ -165,6 +197,9 @@ LIST_SEES_OWNERS_OBJECT = {
     "GET /api/v1/jobs/": {"owner"},
     "GET /api/v1/cashouts/": {"owner", "finance", "admin"},
     "GET /account/keys/": {"owner"},
+    "GET /nodes/": {"owner"},
+    "GET /earnings/": {"owner"},
+    "GET /finance/cashouts/": {"finance", "admin"},
 }
 
 # Routes the matrix leaves out, with the reason.
@@ -173,7 +208,10 @@ EXCLUDED_PREFIXES = {
     "(checked by test_the_admin_site_takes_no_api_key)",
     "/api-auth/": "DRF's browsable-API login and logout pages",
 }
-EXCLUDED_PATHS: dict[str, str] = {}
+EXCLUDED_PATHS: dict[str, str] = {
+    "/api/v1/{unknown}": "any path the API does not serve: a JSON 404 for everyone "
+    "(tests/core/test_api_base.py)",
+}
 
 
 def expected(endpoint: str) -> dict[str, str]:

@@ -58,6 +58,8 @@ OWNER_PLAYS = {
     "page_public": "alice",
     "page_self": "alice",
     "page_reset": "alice",
+    "page_operator": "bob",
+    "page_finance": "bob",
 }
 ROLE_OF = {
     "alice": "submitter",
@@ -113,6 +115,10 @@ def _iso(when) -> str:
 def _period() -> str:
     now = timezone.now()
     return f"from={_iso(now - timedelta(days=1))}&to={_iso(now + timedelta(days=1))}"
+
+
+def _day(offset: int) -> str:
+    return (timezone.now() + timedelta(days=offset)).date().isoformat()
 
 
 def _lease(w: World, **body: Any) -> dict[str, Any]:
@@ -335,6 +341,47 @@ REQUESTS: dict[str, Builder] = {
     "POST /account/keys/{key_id}/revoke/": lambda w, p, o: page(
         "post", f"/account/keys/{w.spare_key.pk}/revoke/"
     ),
+    "GET /nodes/": lambda w, p, o: page("get", "/nodes/"),
+    "GET /nodes/add/": lambda w, p, o: page("get", "/nodes/add/"),
+    "POST /nodes/add/": lambda w, p, o: page("post", "/nodes/add/", {"name": "matrix"}),
+    "GET /nodes/{node_id}/": lambda w, p, o: page("get", f"/nodes/{w.node.pk}/"),
+    "POST /nodes/{node_id}/price-floor/": lambda w, p, o: page(
+        "post", f"/nodes/{w.node.pk}/price-floor/", {"price_floor": "1.50"}
+    ),
+    "POST /nodes/{node_id}/retire/": lambda w, p, o: page("post", f"/nodes/{w.node.pk}/retire/"),
+    "GET /earnings/": lambda w, p, o: page("get", "/earnings/"),
+    "GET /earnings/cashout/": lambda w, p, o: page("get", "/earnings/cashout/"),
+    "POST /earnings/cashout/": lambda w, p, o: page(
+        "post",
+        "/earnings/cashout/",
+        {"amount": f"{min_cashout_minor() / 100:.2f}", "method": "upi", "vpa": UPI["vpa"]},
+    ),
+    "GET /finance/cashouts/": lambda w, p, o: page("get", "/finance/cashouts/"),
+    "POST /finance/cashouts/{cashout_id}/approve/": lambda w, p, o: page(
+        "post", f"/finance/cashouts/{w.cashout_requested.pk}/approve/"
+    ),
+    "POST /finance/cashouts/{cashout_id}/reject/": lambda w, p, o: page(
+        "post", f"/finance/cashouts/{w.cashout_requested.pk}/reject/", {"reason": "not this one"}
+    ),
+    "POST /finance/cashouts/{cashout_id}/paid/": lambda w, p, o: page(
+        "post", f"/finance/cashouts/{w.cashout_approved.pk}/paid/", {"payout_reference": "UTR-2"}
+    ),
+    "GET /finance/exports/": lambda w, p, o: page("get", "/finance/exports/"),
+    "POST /finance/exports/": lambda w, p, o: page(
+        "post", "/finance/exports/", {"start": _day(-1), "end": _day(1)}
+    ),
+    "GET /finance/exports/{export_id}/": lambda w, p, o: page(
+        "get", f"/finance/exports/{w.export.pk}/"
+    ),
+    "GET /finance/exports/{export_id}/download/": lambda w, p, o: page(
+        "get", f"/finance/exports/{w.export.pk}/download/"
+    ),
+    "GET /finance/exports/{export_id}/head/": lambda w, p, o: page(
+        "get", f"/finance/exports/{w.export.pk}/head/"
+    ),
+    "GET /finance/statements/": lambda w, p, o: page(
+        "get", f"/finance/statements/?username=bob&start={_day(-1)}&end={_day(1)}"
+    ),
 }
 
 OWNED_OBJECT = {
@@ -346,6 +393,9 @@ OWNED_OBJECT = {
 # Pages: text that shows the owner's object on the page.
 OWNED_TEXT = {
     "GET /account/keys/": lambda w: w.spare_key.prefix,
+    "GET /nodes/": lambda w: f'id="node-{w.node.pk}"',
+    "GET /earnings/": lambda w: f'id="cashout-{w.cashout_requested.pk}"',
+    "GET /finance/cashouts/": lambda w: f'id="cashout-{w.cashout_requested.pk}"',
 }
 
 

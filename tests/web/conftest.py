@@ -29,6 +29,8 @@ def _unspendable_budgets(settings) -> None:
     settings.WEB_LOGIN_RATE = UNSPENDABLE
     settings.WEB_SIGNUP_RATE = UNSPENDABLE
     settings.WEB_PASSWORD_RESET_RATE = UNSPENDABLE
+    settings.WEB_ENROL_RATE = UNSPENDABLE
+    settings.WEB_CASHOUT_RATE = UNSPENDABLE
 
 
 def fresh_address() -> str:
