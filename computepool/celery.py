@@ -9,3 +9,5 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "computepool.settings")
 app = Celery("computepool")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+from computepool import celery_metrics  # noqa: E402, F401 - connects the worker's and beat's metrics

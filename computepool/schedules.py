@@ -13,8 +13,9 @@ from django.conf import settings
 class Schedule:
     name: str  # the PeriodicTask row's name; also how stale rows are recognised
     task: str  # the Celery task name
-    every_s: int
+    every_s: int | None  # an interval; or None for once a day at `daily_at`
     description: str
+    daily_at: tuple[int, int] | None = None  # (hour, minute), UTC
 
 
 def schedules() -> list[Schedule]:
@@ -60,5 +61,12 @@ def schedules() -> list[Schedule]:
             "webhooks.sweep",
             settings.WEBHOOK_SWEEP_INTERVAL_S,
             "Ask the worker again for completion webhooks due whose message was lost.",
+        ),
+        Schedule(
+            "ledger: verify nightly",
+            "ledger.verify",
+            None,
+            "Replay the log, check the chain and the books (verify_ledger); alert on a failure.",
+            daily_at=(settings.LEDGER_VERIFY_HOUR, settings.LEDGER_VERIFY_MINUTE),
         ),
     ]

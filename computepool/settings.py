@@ -192,8 +192,9 @@ WEB_CASHOUT_RATE = env_rate("WEB_CASHOUT_RATE", "20/hour")
 # Jobs submitted from the job form, per client address and per account (each holds credits and
 # queues its tasks; the API's own submissions count against its per-key throttle).
 WEB_JOB_SUBMIT_RATE = env_rate("WEB_JOB_SUBMIT_RATE", "30/min")
-# Password-reset mail. The console backend prints it (the demo); production names an SMTP
-# backend and its EMAIL_HOST, EMAIL_PORT, EMAIL_HOST_USER, EMAIL_HOST_PASSWORD, EMAIL_USE_TLS.
+# Mail (password resets, the admins' alerts). The console backend prints it (the demo);
+# production names an SMTP backend and its EMAIL_HOST, EMAIL_PORT, EMAIL_HOST_USER,
+# EMAIL_HOST_PASSWORD, EMAIL_USE_TLS.
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
 EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1, maximum=65535)
@@ -300,6 +301,37 @@ LEDGER_VERIFY_KEYS = env_ed25519_list("LEDGER_VERIFY_KEYS")
 # The first seal that must carry a signature. 1 (every seal) on a log sealed only since
 # signing began; a log sealed before sets it to the first seal signed after the upgrade.
 LEDGER_SIGNED_FROM_SEQ = env_int("LEDGER_SIGNED_FROM_SEQ", 1, minimum=1)
+
+# --- Metrics and alerts ------------------------------------------------------------------------
+
+# How long a /metrics gauge that reads the database keeps its query's rows (per process): every
+# scraper asking every few seconds costs one grouped query per period, not one per scrape.
+METRICS_CACHE_S = env_int("METRICS_CACHE_S", 5, minimum=0, maximum=300)
+# The Celery worker's and beat's own /metrics (a port each; unset: not served). In multiprocess
+# mode (PROMETHEUS_MULTIPROC_DIR) the worker's port shows every pool process's figures.
+WORKER_METRICS_PORT = env_int("WORKER_METRICS_PORT", 0, minimum=0, maximum=65535) or None
+BEAT_METRICS_PORT = env_int("BEAT_METRICS_PORT", 0, minimum=0, maximum=65535) or None
+# Admins' alerts (core.alerts): mailed to these addresses (unset: every active staff user and
+# member of the admin role with an address), and POSTed as JSON to the webhook when it is set.
+ALERT_EMAILS = env_list("ALERT_EMAILS", [])
+ALERT_WEBHOOK_URL = env_str("ALERT_WEBHOOK_URL", None)
+if ALERT_WEBHOOK_URL and not ALERT_WEBHOOK_URL.startswith(("http://", "https://")):
+    raise ImproperlyConfigured("ALERT_WEBHOOK_URL must be an http:// or https:// URL")
+ALERT_WEBHOOK_TIMEOUT_S = env_int("ALERT_WEBHOOK_TIMEOUT_S", 10, minimum=1, maximum=120)
+# A lease reaper run that returns at least this many leases at once tells the admins.
+ALERT_LEASES_LOST_AT = env_int("ALERT_LEASES_LOST_AT", 100, minimum=1)
+# When beat runs verify_ledger each night (UTC, HH:MM); a failure tells the admins.
+LEDGER_VERIFY_AT = env_str("LEDGER_VERIFY_AT", "03:30")
+try:
+    _hour, _minute = (int(part) for part in LEDGER_VERIFY_AT.split(":"))
+    if not (0 <= _hour < 24 and 0 <= _minute < 60):
+        raise ValueError
+except ValueError:
+    raise ImproperlyConfigured(f"LEDGER_VERIFY_AT={LEDGER_VERIFY_AT!r} is not HH:MM") from None
+LEDGER_VERIFY_HOUR, LEDGER_VERIFY_MINUTE = _hour, _minute
+# Where the file-based mail backend (django.core.mail.backends.filebased.EmailBackend) writes.
+EMAIL_FILE_PATH = env_str("EMAIL_FILE_PATH", str(VAR_DIR / "mail"))
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
 
 # --- Logging ---------------------------------------------------------------------------------
 

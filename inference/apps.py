@@ -6,7 +6,7 @@ class InferenceConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from inference import events  # noqa: F401 - registers event types
+        from inference import events, metrics  # noqa: F401 - event types, the relay's metrics
         from inference.projection import RequestsProjection
         from ledger.projections import register_projection
 

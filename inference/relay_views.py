@@ -34,7 +34,7 @@ from rest_framework.views import APIView
 
 from core.api.permissions import IsSubmitter
 from core.errors import DomainError
-from inference import billing, db_threads, openai_errors, protocol, relay, routing
+from inference import billing, db_threads, metrics, openai_errors, protocol, relay, routing
 from inference.models import InferenceModel, InferenceRequest
 from inference.protocol import Generation
 from ledger.pricing import Rules, rules_at
@@ -148,6 +148,7 @@ class Serving:
     finish_reason: str | None = None
     failure: str = ""
     pending: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+    stream: bool = False  # the client asked for server-sent events
 
 
 async def _candidates(admitted: Admitted, run: db_threads.Runner) -> list[routing.Candidate]:
@@ -281,7 +282,15 @@ async def _close(serving: Serving) -> InferenceRequest:
             finish_reason=serving.finish_reason,
             failure=serving.failure,
         )
-        return await serving.run(billing.request_close, serving.request.pk, outcome)
+        closed = await serving.run(billing.request_close, serving.request.pk, outcome)
+        metrics.request_closed(
+            served=serving.finish_reason is not None and not serving.failure,
+            stream=serving.stream,
+            started=serving.started,
+            ttft_ms=serving.ttft_ms,
+            tokens=serving.tokens,
+        )
+        return closed
 
     return await asyncio.shield(asyncio.ensure_future(close()))
 
@@ -384,7 +393,7 @@ async def _serve(request: HttpRequest, admission: type[_Admission]) -> HttpRespo
         except DomainError as exc:
             code = "insufficient_quota" if exc.http_status == 402 else exc.code
             return _error(str(exc), exc.http_status, code=code)
-    serving = Serving(opened, run, started=arrived)
+    serving = Serving(opened, run, started=arrived, stream=admitted.generation.stream)
     body = {
         "model": {
             "name": admitted.model.name,

@@ -19,7 +19,7 @@ from django.db.models.functions import Least
 from django.utils import timezone
 
 from core.sql import statement
-from jobs import billing, hooks, verification
+from jobs import billing, hooks, metrics, verification
 from jobs.errors import ArtifactRejected, ArtifactTooLarge, StaleLease
 from jobs.models import (
     ACTIVE_ATTEMPT_STATES,
@@ -317,6 +317,7 @@ def attempt_complete(
             job_state = job_count_finished(
                 fenced.job_id, "tasks_succeeded", now, submitter_id=fenced.figures.submitter_id
             )
+        count_attempt(TaskState.SUCCEEDED, "")
     return Outcome(TaskState.SUCCEEDED, job_state, runtime, charged)
 
 
@@ -407,6 +408,7 @@ def attempt_fail(
             )
             if replica:  # cancelled: its slice concludes once every replica has ended
                 job_state = verification.slice_decide(fenced.job_id, fenced.index, now) or job_state
+        count_attempt(outcome, failure_class)
     if failure_class == FailureClass.INFRA and not cancelled:
         billing.record_outcome(node_id=node_id, success=False)
     if retry:
@@ -463,6 +465,7 @@ def attempt_hand_back(*, attempt_id: int, token: str, node_id: int, reason: str)
             outcome="cancelled" if cancelled else "requeued",
         )
         billing.settle(attempt_id=attempt_id, runtime_ms=0, charge=False, figures=fenced.figures)
+        count_attempt("cancelled" if cancelled else "requeued", "handed_back")
         if cancelled:
             job_count_finished(
                 fenced.job_id, "tasks_cancelled", now, submitter_id=fenced.figures.submitter_id
@@ -533,6 +536,11 @@ def _finish_task(fenced: Fenced, state: str, now: datetime) -> None:
 _COUNTERS = {"tasks_succeeded", "tasks_failed", "tasks_cancelled"}
 
 
+def count_attempt(outcome: str, failure_class: str) -> None:
+    """Count an ended attempt for /metrics once its transaction commits."""
+    transaction.on_commit(lambda: metrics.ATTEMPTS.labels(outcome, failure_class).inc())
+
+
 def job_count_finished(
     job_id: int, counter: str, now: datetime, by: int = 1, *, submitter_id: int | None = None
 ) -> str | None:
@@ -578,4 +586,5 @@ def _finished(
         },
     )
     billing.release(job_id=job_id, submitter_id=submitter_id)
+    transaction.on_commit(lambda: metrics.JOBS_FINISHED.labels(final).inc())
     hooks.job_finished(job_id, final)

@@ -24,6 +24,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from core.sql import commits_alone, statement
+from jobs import metrics
 from jobs.models import new_lease_token
 from jobs.node_profile import NodeProfile, profile_reread
 from ledger.errors import VersionConflict
@@ -165,15 +166,20 @@ def task_claim(*, profile: NodeProfile) -> Lease | None:
 def claim_current(profile: NodeProfile) -> tuple[Lease | None, NodeProfile]:
     """`task_claim`, and the node's profile as the claim last read it: the caller's, or the
     node read again when the claim found it had moved (a waiting claim keeps the newer one)."""
+    started = time.perf_counter()
+    lease = None
     for _ in range(_REREADS + 1):
         if not profile.can_claim:
-            return None, profile
+            break
         try:
-            return _claim_retrying(profile), profile
+            lease = _claim_retrying(profile)
+            break
         except NodeMoved:
             fresh = profile_reread(profile)
             profile = fresh or dataclasses.replace(profile, can_claim=False)
-    return None, profile
+    metrics.CLAIM_SECONDS.observe(time.perf_counter() - started)
+    metrics.CLAIMS.labels("empty" if lease is None else "leased").inc()
+    return lease, profile
 
 
 def _claim_retrying(profile: NodeProfile) -> Lease | None:
@@ -288,4 +294,7 @@ def _claim(profile: NodeProfile, now: datetime) -> Lease | None:
         raise NodeMoved(profile.node_id)
     if row[0] is None:
         return None
+    # Observed once the lease is committed (at once for a claim that is its own transaction).
+    waited = (now - row[15]).total_seconds()
+    transaction.on_commit(lambda: metrics.DISPATCH_SECONDS.observe(max(waited, 0.0)))
     return _lease(row, row[-3], granted.lease_token, granted.lease_expires_at, now)

@@ -7,6 +7,7 @@ when its attempts are spent. Idempotent: a second run finds nothing to do.
 """
 
 import logging
+import time
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
@@ -17,9 +18,10 @@ from django.db.models import F
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
+from core.alerts import alert
 from core.sql import statement
-from jobs import billing, verification
-from jobs.attempts import backoff_until, exclude_node, job_count_finished
+from jobs import billing, metrics, verification
+from jobs.attempts import backoff_until, count_attempt, exclude_node, job_count_finished
 from jobs.claim import lease_duration
 from jobs.models import ACTIVE_ATTEMPT_STATES, Attempt, AttemptState, Task, TaskState
 from jobs.wakeup import notify_work
@@ -55,6 +57,7 @@ def leases_extend(node: Any, tokens: list[str]) -> dict[str, Any]:
 def leases_reap(*, now: datetime | None = None) -> int:
     """Return expired leases to the queue (beat, every few seconds). Returns how many."""
     now = now or timezone.now()
+    started = time.perf_counter()
     total = 0
     while True:
         with transaction.atomic():
@@ -71,6 +74,17 @@ def leases_reap(*, now: datetime | None = None) -> int:
             # Any slice whose verdict an ended replica left undecided (a crash between a commit
             # and its decision after it): idempotent, and nothing to read when none is open.
             verification.verifications_decide_due()
+            metrics.REAP_SECONDS.observe(time.perf_counter() - started)
+            if total >= settings.ALERT_LEASES_LOST_AT:
+                alert(
+                    "leases_lost",
+                    f"{total} leases lost at once",
+                    f"The lease reaper took back {total} expired leases in one run at "
+                    f"{now.isoformat()} (the alert threshold is "
+                    f"{settings.ALERT_LEASES_LOST_AT}, ALERT_LEASES_LOST_AT). Many nodes "
+                    "stopped heartbeating together: a network or hub outage, or a bad agent "
+                    "release.",
+                )
             return total
 
 
@@ -137,6 +151,7 @@ def _lose(attempt_ids: list[int], *, reason: str, now: datetime) -> list[tuple[i
     (jobs.cancellation)."""
     if not attempt_ids:
         return []
+    metrics.REAPED.labels(reason).observe(len(attempt_ids))
     Attempt.objects.filter(pk__in=attempt_ids).update(state=AttemptState.LOST, finished_at=now)
     rows = list(
         Task.objects.filter(current_attempt_id__in=attempt_ids)
@@ -205,6 +220,7 @@ def _lose(attempt_ids: list[int], *, reason: str, now: datetime) -> list[tuple[i
             },
         )
         billing.settle(attempt_id=attempt_id, runtime_ms=0, charge=False)
+        count_attempt(outcome, reason)
         blamed.append((node_id, expires))
         if outcome == "requeued":
             requeued = True

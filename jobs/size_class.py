@@ -75,3 +75,13 @@ def size_class_sql(row: str = "") -> str:
     cores = _ladder(f"{row}cpu_cores", 1, CORES_TOP)
     ram = _ladder(f"{row}ram_mb", RAM_UNIT_MB, RAM_TOP)
     return f"({gpu} + ({cores}) * {_RAM_SHIFT} + {ram})"
+
+
+def size_class_name(size_class: int) -> str:
+    """A class as people read it: kind, then the most cores and RAM its tasks need
+    (`cpu-4c-8g`: a CPU task of 3 or 4 cores and 4 to 8 GB)."""
+    kind = "gpu" if size_class >= GPU_FLAG else "cpu"
+    cores, ram = divmod(size_class % GPU_FLAG, _RAM_SHIFT)
+    ram_mb = RAM_UNIT_MB << ram
+    ram_text = f"{ram_mb // 1024}g" if ram_mb >= 1024 else f"{ram_mb}m"
+    return f"{kind}-{1 << cores}c-{ram_text}"

@@ -16,7 +16,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from core.errors import ConflictError, DomainError
-from ledger import quotes
+from ledger import metrics, quotes
 from ledger.accounts import (
     PAYOUTS,
     REVENUE,
@@ -179,6 +179,7 @@ def cashout_request(
             actor=actor,
             idempotency_key=key,
         )
+        metrics.cashout_counted(CashoutStatus.REQUESTED)
         return cashout
 
 
@@ -201,6 +202,8 @@ def _cas(cashout: Cashout, **changes: Any) -> Cashout:
     if changed != 1:
         transaction.set_rollback(True)
         raise CashoutConflict(f"cashout {cashout.pk} changed while this was being decided")
+    if "status" in changes:
+        metrics.cashout_counted(changes["status"])
     cashout.refresh_from_db()
     return cashout
 

@@ -17,7 +17,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Sum
 from django.utils import timezone
 
-from ledger import registry, writes
+from ledger import metrics, registry, writes
 from ledger.errors import (
     IdempotencyConflict,
     InsufficientFunds,
@@ -359,6 +359,9 @@ def entry_post(
     for account, delta in deltas:
         if not account.projected and delta < 0 and not account.allow_negative:
             _check_derived_floor(account)
+    metrics.entry_counted(
+        kind, [(leg.account.kind, leg.amount, leg.account.currency) for leg in legs]
+    )
     entry = Entry(event=_event_of(new, Appended(*appended), at), kind=kind, created_at=at)
     return _as_saved(entry, entry_id)
 

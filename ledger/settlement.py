@@ -128,6 +128,17 @@ def job_held_balance(job_id: int) -> int:
     )
 
 
+def holds_outstanding(job_ids: Iterable[int]) -> tuple[int, int]:
+    """How many of these jobs' holds still hold credits, and how much they hold in all."""
+    codes = [job_held_code(job_id) for job_id in job_ids]
+    if not codes:
+        return 0, 0
+    with connection.cursor() as cursor:
+        cursor.execute(statement("ledger", "holds_outstanding"), {"codes": codes})
+        count, total = cursor.fetchone()
+    return count, int(total)
+
+
 def holds_lock(job_ids: Iterable[int], *, releasing_to: Iterable[int] = ()) -> None:
     """Lock the holds of several jobs at once, in id order, and then the available accounts of
     the submitters in `releasing_to` (those whose jobs this transaction may end, so release),

@@ -111,6 +111,10 @@ step "People: an admin, a submitter and an operator"
 echo "admin login: $HUB/admin/  user: admin  password: $ADMIN_PASSWORD"
 
 step "Starting the hub, a Celery worker and Celery beat"
+# One directory for every process's counters, so the hub's /metrics sums the hub's workers,
+# the Celery worker's children and beat (docs/metrics.md); emptied here: counters start at zero.
+export PROMETHEUS_MULTIPROC_DIR="$VAR/metrics"
+rm -rf "$PROMETHEUS_MULTIPROC_DIR" && mkdir -p "$PROMETHEUS_MULTIPROC_DIR"
 # Threads, not sync workers: an idle agent long-polls a claim and must not hold a whole worker.
 start hub "$ROOT/.venv/bin/gunicorn" computepool.asgi:application -b "127.0.0.1:$PORT" -w 2 \
   -k uvicorn.workers.UvicornWorker --timeout 60 --access-logfile -

@@ -10,6 +10,8 @@ import os
 import pytest
 from django.db import connection
 
+from tests.core.alerting import celery_queue  # noqa: F401 - a fixture for every test
+
 REQUIRE_POSTGRES = os.environ.get("REQUIRE_POSTGRES") == "1"
 
 
@@ -70,6 +72,12 @@ def _vouched_pool(settings) -> None:
     back (`earned_trust`)."""
     settings.JOB_TRUST_AFTER_VERIFIED = 0
     settings.JOB_SPOTCHECK_MAX_PCT = 0
+
+
+@pytest.fixture(autouse=True)
+def _fresh_metrics(settings) -> None:
+    """Every scrape reads the database: a gauge one test cached must not answer another's."""
+    settings.METRICS_CACHE_S = 0
 
 
 # The same pool for the processes of a live stack (tests/e2e/conftest.py).

@@ -14,7 +14,19 @@ def test_it_installs_every_schedule_once_however_often_it_runs():
     assert set(installed) == {s.name for s in schedules()}
     for schedule in schedules():
         row = installed[schedule.name]
-        assert row.task == schedule.task and row.interval.every == schedule.every_s
+        assert row.task == schedule.task
+        if schedule.daily_at is None:
+            assert row.interval.every == schedule.every_s and row.crontab is None
+        else:
+            assert row.interval is None
+            assert (int(row.crontab.hour), int(row.crontab.minute)) == schedule.daily_at
+
+
+def test_beat_verifies_the_ledger_every_night():
+    call_command("setup_periodic_tasks")
+    row = PeriodicTask.objects.get(task="ledger.verify")
+    assert (row.crontab.hour, row.crontab.minute, row.crontab.day_of_week) == ("3", "30", "*")
+    assert str(row.crontab.timezone) == "UTC"
 
 
 def test_it_removes_its_own_stale_rows_and_leaves_hand_made_ones():

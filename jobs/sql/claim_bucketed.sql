@@ -15,7 +15,8 @@
 -- reach into a WITH query, so the lock is taken on jobs_task itself).
 -- The node is checked first (claim_node.sql): a node that moved since its parameters were
 -- read picks nothing (a one-time filter: no class is read).
--- Returns the task as picked (its version before the claim), the attempt's id and whether the
+-- Returns the task as picked (its version before the claim; since when it was claimable, for the
+-- dispatch latency), the attempt's id and whether the
 -- job moved, or NULLs when nothing is picked; no row when the node moved: the claim's events
 -- follow through the ledger's door in the same transaction.
 WITH
@@ -27,7 +28,8 @@ pick AS MATERIALIZED (
 \i task_gates
     )
     SELECT t.id, t.job_id, t."index", t.attempts, t.version, j.state, j.spec, j.kind,
-           j.timeout_s, j.cpu_cores, j.ram_mb, j.disk_mb, j.min_vram_mb, j.gpu_count, j.slices
+           j.timeout_s, j.cpu_cores, j.ram_mb, j.disk_mb, j.min_vram_mb, j.gpu_count, j.slices,
+           t.available_at
       FROM (SELECT t.* FROM (
                    SELECT t.id, t.priority, t.min_vram_mb
                      FROM unnest(%(buckets)s::smallint[]) AS b(k)

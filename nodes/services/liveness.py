@@ -5,6 +5,7 @@ events. A heartbeat that moves the state (back online, draining) and the reaper'
 offline) are compare-and-set with their events in the same transaction.
 """
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -15,6 +16,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from core.sql import commits_alone, statement
+from nodes import metrics
 from nodes.errors import NodeStateConflict
 from nodes.hooks import heartbeat_contributions, notify_offline
 from nodes.models import LIVE_STATES, Node, NodeState
@@ -222,22 +224,27 @@ def nodes_reap(*, now: datetime | None = None) -> ReapResult:
                 )
                 if to_state == NodeState.OFFLINE:
                     notify_offline(ids)
+            if ids:
+                metrics.REAPED.labels(to_state).observe(len(ids))
             moved += len(ids)
             if len(ids) < REAP_BATCH:
                 return moved
 
+    started = time.perf_counter()
     workers = settings.NODE_REAPER_WORKERS
     # Inside a caller's transaction (a test's, a management shell's) the batches must see what
     # it wrote: one connection, this one.
     if workers < 2 or connection.in_atomic_block:
         offline = drain(LIVE_STATES, NodeState.OFFLINE, "offline_after")
         degraded = drain((NodeState.ONLINE,), NodeState.DEGRADED, "degraded_after")
-        return ReapResult(degraded=degraded, offline=offline)
-    offline = _in_parallel(workers, drain, LIVE_STATES, NodeState.OFFLINE, "offline_after")
-    # Only once every offline batch is in: a node past both deadlines goes offline, not degraded.
-    degraded = _in_parallel(
-        workers, drain, (NodeState.ONLINE,), NodeState.DEGRADED, "degraded_after"
-    )
+    else:
+        offline = _in_parallel(workers, drain, LIVE_STATES, NodeState.OFFLINE, "offline_after")
+        # Only once every offline batch is in: a node past both deadlines goes offline, not
+        # degraded.
+        degraded = _in_parallel(
+            workers, drain, (NodeState.ONLINE,), NodeState.DEGRADED, "degraded_after"
+        )
+    metrics.REAP_SECONDS.observe(time.perf_counter() - started)
     return ReapResult(degraded=degraded, offline=offline)
 
 

@@ -7,6 +7,8 @@ from fnmatch import fnmatchcase
 from django.db import transaction
 from django.utils import timezone
 
+from core.alerts import alert
+from nodes import metrics
 from nodes.errors import NodeStateConflict
 from nodes.hooks import notify_offline
 from nodes.models import PRIOR_ALPHA, PRIOR_BETA, DriverBlock, Node, NodeState
@@ -61,6 +63,7 @@ def node_quarantine(
                     ],
                 )
                 notify_offline([node.pk])
+                _tell_admins(node, rule, reason)
                 for name, value in sets.items():
                     setattr(node, name, value)
                 node.event_version = version
@@ -68,6 +71,22 @@ def node_quarantine(
         # Someone moved it between our read and our write: look again.
         node.state = Node.objects.values_list("state", flat=True).get(pk=node.pk)
     raise NodeStateConflict(f"node {node.pk} kept changing state; try again")
+
+
+def _tell_admins(node: Node, rule: str, reason: str) -> None:
+    """Count the quarantine and alert the admins, once it commits."""
+    transaction.on_commit(lambda: metrics.QUARANTINED.labels(rule).inc())
+    if rule == Rule.DRIVER:
+        kind, subject = "blocked_driver", f"Blocked GPU driver seen on node {node.pk}"
+    else:
+        kind, subject = "node_quarantined", f"Node {node.pk} quarantined ({rule})"
+    alert(
+        kind,
+        subject,
+        f"Node {node.pk} ({node.name}, operator {node.operator_id}, tier {node.tier}, region "
+        f"{node.region or '-'}) was quarantined from {node.state} by the rule {rule}.\n\n"
+        f"Reason: {reason}\n\nIt takes no work until an admin lifts the quarantine.",
+    )
 
 
 def node_quarantine_lift(*, node: Node, actor: str, now: datetime | None = None) -> bool:

@@ -2,51 +2,20 @@
 leaves nothing behind (no request, no hold); an agent cannot push into a request it does not
 hold. Real Redis (REDIS_URL) and PostgreSQL; no engine is needed to refuse."""
 
-import json
-
 import pytest
 import redis
 from django.conf import settings as django_settings
-from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
 from inference import relay
-from inference.catalog import model_register
-from inference.models import InferenceModel, InferenceRequest
-from ledger.funding import credits_grant
+from inference.models import InferenceRequest
 from ledger.models import Event
 from people.services import user_create
 from tests.conftest import client_with_key, key_for
-from tests.inference.conftest import price_tokens
+from tests.inference.conftest import chat
 from tests.jobs.conftest import online_node
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-def relay_world(tmp_path, settings, bob):
-    if not django_settings.REDIS_URL:
-        pytest.fail("the relay tests need Redis (REDIS_URL); scripts/test.sh provides one")
-    settings.MEDIA_ROOT = tmp_path
-    settings.INFERENCE_QUEUE_WAIT_S = 0
-    model_register(
-        InferenceModel(
-            name="tiny", quantization="F32", context_length=512, ram_mb=64,
-            file=SimpleUploadedFile("tiny.gguf", b"GGUF tiny"),
-        )
-    )  # fmt: skip
-    price_tokens({"tiny": (1_000_000, 2_000_000)})  # 1 and 2 minor units a token
-    node, agent = online_node(bob, ram_mb=64000)
-    yield node, agent
-    client = redis.Redis.from_url(django_settings.REDIS_URL)
-    for key in client.scan_iter(f"{relay.PREFIX}:*"):
-        client.delete(key)
-
-
-def _chat(client, **body):
-    body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], **body}
-    return client.post("/v1/chat/completions", data=json.dumps(body),
-                       content_type="application/json")  # fmt: skip
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("relay_world")]
 
 
 def _error(response, status, code=None):
@@ -58,16 +27,9 @@ def _error(response, status, code=None):
     return error
 
 
-@pytest.fixture
-def submitter(alice):
-    credits_grant(user_id=alice.pk, amount=100_000, actor="test", reference="t",
-                  idempotency_key="relay-grant")  # fmt: skip
-    return client_with_key(key_for(alice, "submitter"))
-
-
 def test_bad_requests_are_refused_in_openais_shape_and_leave_nothing(submitter):
     events = Event.objects.count()
-    assert _error(_chat(submitter, model="no-such-model"), 404, "model_not_found")
+    assert _error(chat(submitter, model="no-such-model"), 404, "model_not_found")
     for bad in (
         {"messages": "hi"},
         {"messages": []},
@@ -82,9 +44,9 @@ def test_bad_requests_are_refused_in_openais_shape_and_leave_nothing(submitter):
         {"n": 3},
         {"stop": ["a"] * 10},
     ):
-        assert _error(_chat(submitter, **bad), 400)["type"] == "invalid_request_error", bad
+        assert _error(chat(submitter, **bad), 400)["type"] == "invalid_request_error", bad
     long = [{"role": "user", "content": "x" * 600}]
-    assert _error(_chat(submitter, messages=long), 400, "context_length_exceeded")
+    assert _error(chat(submitter, messages=long), 400, "context_length_exceeded")
     raw = submitter.post("/v1/chat/completions", data=b"{not json",
                          content_type="application/json")  # fmt: skip
     _error(raw, 400)
@@ -93,13 +55,13 @@ def test_bad_requests_are_refused_in_openais_shape_and_leave_nothing(submitter):
 
 
 def test_only_a_submitters_key_may_ask(bob, client):
-    _error(_chat(client_with_key(key_for(bob, "operator"))), 403)
-    _error(_chat(client), 401)
-    _error(_chat(client_with_key("cpk_not-a-key")), 401, "invalid_api_key")
+    _error(chat(client_with_key(key_for(bob, "operator"))), 403)
+    _error(chat(client), 401)
+    _error(chat(client_with_key("cpk_not-a-key")), 401, "invalid_api_key")
 
 
 def test_no_node_polling_means_429_with_retry_after(submitter):
-    response = _chat(submitter)
+    response = chat(submitter)
     _error(response, 429, "no_capacity")
     assert int(response["Retry-After"]) >= 1
     assert InferenceRequest.objects.count() == 0
@@ -110,7 +72,7 @@ def test_a_hold_the_credits_cannot_cover_is_402_and_nothing_is_held(relay_world)
     # The node polls (and so is a candidate); the submitter has no credits.
     assert agent.post("/api/v1/agent/inference/poll", {"wait": 0}, format="json").status_code == 204
     broke = user_create(username="broke", roles=["submitter"])
-    response = _chat(client_with_key(key_for(broke, "submitter")))
+    response = chat(client_with_key(key_for(broke, "submitter")))
     _error(response, 402, "insufficient_quota")
     assert InferenceRequest.objects.count() == 0
 
