@@ -24,6 +24,7 @@ from functools import wraps
 from typing import TypeVar
 
 from django.conf import settings
+from django.db import connection, transaction
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 from prometheus_client import (
@@ -44,6 +45,17 @@ disable_created_metrics()
 
 # Every counter and histogram of this process, declared once by the app that owns it.
 LIVE = CollectorRegistry(auto_describe=True)
+
+
+def after_commit(count: Callable[[], object]) -> None:
+    """Count once the caller's transaction commits, so that a rolled-back change is never
+    counted; at once where there is nothing to wait for (autocommit), and where the caller
+    manages its transaction by hand, which Django gives no commit hook for (a count then, not
+    a refusal of the work it counts)."""
+    if not connection.get_autocommit() and not connection.in_atomic_block:
+        count()
+    else:
+        transaction.on_commit(count)
 
 
 def counter(name: str, help_text: str, labels: Sequence[str] = ()) -> Counter:

@@ -18,6 +18,7 @@ from django.db.models import F, Func, Value
 from django.db.models.functions import Least
 from django.utils import timezone
 
+from core.metrics import after_commit
 from core.sql import statement
 from jobs import billing, hooks, metrics, verification
 from jobs.errors import ArtifactRejected, ArtifactTooLarge, StaleLease
@@ -538,7 +539,7 @@ _COUNTERS = {"tasks_succeeded", "tasks_failed", "tasks_cancelled"}
 
 def count_attempt(outcome: str, failure_class: str) -> None:
     """Count an ended attempt for /metrics once its transaction commits."""
-    transaction.on_commit(lambda: metrics.ATTEMPTS.labels(outcome, failure_class).inc())
+    after_commit(lambda: metrics.ATTEMPTS.labels(outcome, failure_class).inc())
 
 
 def job_count_finished(
@@ -586,5 +587,5 @@ def _finished(
         },
     )
     billing.release(job_id=job_id, submitter_id=submitter_id)
-    transaction.on_commit(lambda: metrics.JOBS_FINISHED.labels(final).inc())
+    after_commit(lambda: metrics.JOBS_FINISHED.labels(final).inc())
     hooks.job_finished(job_id, final)

@@ -23,6 +23,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from core.metrics import after_commit
 from core.sql import commits_alone, statement
 from jobs import metrics
 from jobs.models import new_lease_token
@@ -296,5 +297,5 @@ def _claim(profile: NodeProfile, now: datetime) -> Lease | None:
         return None
     # Observed once the lease is committed (at once for a claim that is its own transaction).
     waited = (now - row[15]).total_seconds()
-    transaction.on_commit(lambda: metrics.DISPATCH_SECONDS.observe(max(waited, 0.0)))
+    after_commit(lambda: metrics.DISPATCH_SECONDS.observe(max(waited, 0.0)))
     return _lease(row, row[-3], granted.lease_token, granted.lease_expires_at, now)

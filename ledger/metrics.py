@@ -3,10 +3,9 @@ they are posted, cashouts as they move and those still open, and the nightly ver
 
 from collections.abc import Iterable
 
-from django.db import transaction
 from django.db.models import Count, Max, Sum
 
-from core.metrics import cached, counter
+from core.metrics import after_commit, cached, counter
 from ledger.models import Event, SealBatch
 from ledger.models_cashouts import Cashout, CashoutStatus
 
@@ -62,11 +61,11 @@ def entry_counted(kind: str, legs: Iterable[tuple[str, int, str]]) -> None:
         for account_kind, amount, currency in credits:
             CREDITED.labels(kind, account_kind, currency).inc(amount)
 
-    transaction.on_commit(count)
+    after_commit(count)
 
 
 def cashout_counted(status: str) -> None:
-    transaction.on_commit(lambda: CASHOUTS.labels(status).inc())
+    after_commit(lambda: CASHOUTS.labels(status).inc())
 
 
 @cached

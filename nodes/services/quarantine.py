@@ -8,6 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.alerts import alert
+from core.metrics import after_commit
 from nodes import metrics
 from nodes.errors import NodeStateConflict
 from nodes.hooks import notify_offline
@@ -75,7 +76,7 @@ def node_quarantine(
 
 def _tell_admins(node: Node, rule: str, reason: str) -> None:
     """Count the quarantine and alert the admins, once it commits."""
-    transaction.on_commit(lambda: metrics.QUARANTINED.labels(rule).inc())
+    after_commit(lambda: metrics.QUARANTINED.labels(rule).inc())
     if rule == Rule.DRIVER:
         kind, subject = "blocked_driver", f"Blocked GPU driver seen on node {node.pk}"
     else:
