@@ -6,6 +6,7 @@ can report progress, logs, completion or failure (fencing): a stale token change
 """
 
 import secrets
+from datetime import datetime
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
@@ -138,6 +139,31 @@ class Job(models.Model):
     @property
     def tasks_total(self) -> int:
         return self.slices * self.replicas + self.extra_tasks
+
+    def task(
+        self, index: int, *, at: datetime, replica: int = 0, trusted_only: bool = False
+    ) -> "Task":
+        """A new task of this job, queued from `at`, with the job's hard gates copied onto it
+        (the claim reads one table): a slice's at submission, or a replica added later."""
+        return Task(
+            job=self,
+            index=index,
+            replica=replica,
+            trusted_only=trusted_only,
+            priority=self.priority,
+            min_vram_mb=self.min_vram_mb,
+            cpu_cores=self.cpu_cores,
+            ram_mb=self.ram_mb,
+            disk_mb=self.disk_mb,
+            gpu_count=self.gpu_count,
+            tier_allow=sorted(set(self.gpu_tiers)),
+            min_compute_capability=self.min_compute_capability,
+            region=self.region,
+            price_ceiling=self.price_ceiling,
+            max_attempts=self.max_attempts,
+            created_at=at,
+            available_at=at,
+        )
 
 
 class Task(models.Model):

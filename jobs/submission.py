@@ -24,10 +24,6 @@ class Submitted:
     created: bool  # False: an idempotent replay returned the original job
 
 
-def _tier_allow(tiers: list[str]) -> list[str]:
-    return sorted(set(tiers))
-
-
 def _spec(data: dict[str, Any]) -> dict[str, Any]:
     if data["kind"] == JobKind.SCRIPT:
         interpreter = data.get("interpreter") or "sh"
@@ -99,24 +95,7 @@ def job_submit(
         replicas = range(1, job.replicas + 1) if job.replicas > 1 else (0,)
         Task.objects.bulk_create(
             [
-                Task(
-                    job=job,
-                    index=i,
-                    replica=replica,
-                    priority=job.priority,
-                    min_vram_mb=job.min_vram_mb,
-                    cpu_cores=job.cpu_cores,
-                    ram_mb=job.ram_mb,
-                    disk_mb=job.disk_mb,
-                    gpu_count=job.gpu_count,
-                    tier_allow=_tier_allow(job.gpu_tiers),
-                    min_compute_capability=job.min_compute_capability,
-                    region=job.region,
-                    price_ceiling=job.price_ceiling,
-                    max_attempts=job.max_attempts,
-                    created_at=job.created_at,
-                    available_at=job.created_at,
-                )
+                job.task(i, replica=replica, at=job.created_at)
                 for i in range(job.slices)
                 for replica in replicas
             ],

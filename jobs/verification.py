@@ -453,25 +453,10 @@ def _replica_add(job_id: int, index: int, reason: str, now: datetime, *, why: st
     replica = (
         max(Task.objects.filter(job_id=job_id, index=index).values_list("replica", flat=True)) + 1
     )
-    task = Task.objects.create(
-        job=job,
-        index=index,
-        replica=replica,
-        trusted_only=reason == VerificationReason.SPOT_CHECK,
-        priority=job.priority,
-        min_vram_mb=job.min_vram_mb,
-        cpu_cores=job.cpu_cores,
-        ram_mb=job.ram_mb,
-        disk_mb=job.disk_mb,
-        gpu_count=job.gpu_count,
-        tier_allow=sorted(set(job.gpu_tiers)),
-        min_compute_capability=job.min_compute_capability,
-        region=job.region,
-        price_ceiling=job.price_ceiling,
-        max_attempts=job.max_attempts,
-        created_at=now,
-        available_at=now,
+    task = job.task(
+        index, replica=replica, trusted_only=reason == VerificationReason.SPOT_CHECK, at=now
     )
+    task.save()
     Job.objects.filter(pk=job_id).update(extra_tasks=F("extra_tasks") + 1)
     event_append(
         stream=f"job:{job_id}",
