@@ -69,3 +69,23 @@ def test_the_admin_shows_money_as_money(client, dave, alice, bob):
     ordered = client.get(reverse("admin:ledger_cashout_changelist"), {"o": "4"})
     assert ordered.status_code == 200  # a money column still sorts by its field
     assert Cashout.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_the_admin_shows_times_to_the_second_in_the_viewers_zone(client, dave, bob):
+    from datetime import UTC, datetime
+
+    from nodes.models import Node
+    from tests.nodes.conftest import register_node
+
+    node, _ = register_node(bob)
+    Node.objects.filter(pk=node.pk).update(created_at=datetime(2026, 3, 1, 12, 0, 7, tzinfo=UTC))
+    client.force_login(dave)
+    url = reverse("admin:nodes_node_change", args=[node.pk])
+    client.cookies["tz"] = "Asia/Kolkata"
+    page = client.get(url).content.decode()
+    assert "times in Asia/Kolkata" in page and "2026-03-01" in page and "17:30:07" in page
+    # A name the server does not know is ignored: UTC, not an error.
+    client.cookies["tz"] = "../../etc/passwd"
+    page = client.get(url).content.decode()
+    assert "times in UTC" in page and "12:00:07" in page
