@@ -253,6 +253,10 @@ class Daemon:
         if drain != self._hub_drain:
             log.info("hub %s draining this node", "requests" if drain else "ends")
             self._hub_drain = drain
+            if not drain:
+                # Say "available" now rather than a heartbeat interval later: a node its
+                # operator resumed is back online within a second.
+                self._beat_now.set()
         if state and state != self._hub_state:
             if self._hub_state:
                 log.info("node state on the hub: %s -> %s", self._hub_state, state)

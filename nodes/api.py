@@ -2,11 +2,12 @@
 serialize."""
 
 import dataclasses
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db.models import QuerySet
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import generics, status
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
@@ -34,7 +35,14 @@ from nodes.serializers import (
     NodeRegisterIn,
     NodeUpdateIn,
 )
-from nodes.services import node_heartbeat, node_register, node_retire, node_update
+from nodes.services import (
+    node_heartbeat,
+    node_pause,
+    node_register,
+    node_resume,
+    node_retire,
+    node_update,
+)
 from nodes.signing import hub_public_key_b64
 
 
@@ -98,18 +106,35 @@ class NodeDetailApi(APIView):
         return Response(NodeOut(node).data)
 
 
-class NodeRetireApi(APIView):
-    permission_classes = [IsOperator]
+class _NodeActionApi(APIView):
+    """POST to one of the operator's nodes: the service `act` on it, and the node back."""
 
-    @extend_schema(
-        request=None,
-        responses=NodeOut,
-        summary="Retire one of your nodes for good (revokes its agent key)",
-    )
+    permission_classes = [IsOperator]
+    act: Callable[..., object]
+
     def post(self, request: Request, node_id: int) -> Response:
         node = node_get(operator=request.user, node_id=node_id)
-        node_retire(node=node, actor=_actor(request))
+        type(self).act(node=node, actor=_actor(request))
         return Response(NodeOut(node).data)
+
+
+def _action_schema(summary: str) -> Callable[[type], type]:
+    return extend_schema_view(post=extend_schema(request=None, responses=NodeOut, summary=summary))
+
+
+@_action_schema("Retire one of your nodes for good (revokes its agent key)")
+class NodeRetireApi(_NodeActionApi):
+    act = node_retire
+
+
+@_action_schema("Pause one of your nodes: it finishes what it runs and takes no new work")
+class NodePauseApi(_NodeActionApi):
+    act = node_pause
+
+
+@_action_schema("Resume a node you paused")
+class NodeResumeApi(_NodeActionApi):
+    act = node_resume
 
 
 class HistoryPagination(DefaultPagination):  # its forged-cursor check included

@@ -56,6 +56,16 @@ register(
     description="An admin lifted the quarantine; the next heartbeat brings the node online.",
 )
 register(
+    "NodePaused",
+    properties={**FLIP},
+    description="The operator paused the node: it finishes what it runs and takes no new work.",
+)
+register(
+    "NodeResumed",
+    properties={**FLIP},
+    description="The operator resumed the node; its next heartbeat brings it back online.",
+)
+register(
     "NodeRetired",
     properties={**FLIP},
     description="The operator retired the node; its agent key is revoked.",

@@ -117,6 +117,10 @@ class Node(models.Model):
         "NodeBenchmark", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
 
+    # The operator paused the node from the hub (nodes.services.node_pause): it drains, takes no
+    # new work and its heartbeats keep it draining, whatever its agent reports, until resumed.
+    paused_at = models.DateTimeField(null=True, blank=True)
+
     quarantine_rule = models.CharField(max_length=32, blank=True)
     quarantine_reason = models.CharField(max_length=500, blank=True)
     quarantined_at = models.DateTimeField(null=True, blank=True)

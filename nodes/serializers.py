@@ -148,6 +148,7 @@ class NodeOut(serializers.ModelSerializer):
             "name",
             "state",
             "state_changed_at",
+            "paused_at",
             "region",
             "tier",
             "claimed_tier",

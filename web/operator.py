@@ -29,7 +29,7 @@ from nodes.measured import best_gpu, headline_tflops
 from nodes.models import Node, NodeState
 from nodes.selectors import node_get, node_history, node_list
 from nodes.serializers import MAX_PRICE_FLOOR
-from nodes.services import node_retire, node_update
+from nodes.services import node_pause, node_resume, node_retire, node_update
 from nodes.trust import node_trusted
 from people.services import api_key_create
 from web.ratelimit import over_budget_page
@@ -138,6 +138,7 @@ def _node_page(
         "gpu": best_gpu(node.measured or {}),
         "history": node_history(node=node).order_by("-version")[:HISTORY_SHOWN],
         "retired": node.state == NodeState.RETIRED,
+        "paused": node.paused_at is not None,
     }
     return render(request, "web/operator/node.html", context)
 
@@ -178,6 +179,29 @@ class NodeRetirePage(OperatorPage, View):
             return redirect("web:node", node_id=node.pk)
         if retired:
             messages.success(request, f"{node.name} is removed from the pool; its key is revoked.")
+        return redirect("web:node", node_id=node.pk)
+
+
+class NodePausePage(OperatorPage, View):
+    """Pause (or, with `resume`, end the pause of) one of the operator's nodes."""
+
+    http_method_names = ["post", "options"]
+    resume = False
+
+    def post(self, request: HttpRequest, node_id: int) -> HttpResponse:
+        node = node_get(operator=request.user, node_id=node_id)
+        change = node_resume if self.resume else node_pause
+        try:
+            changed = change(node=node, actor=_actor(request))
+        except DomainError as exc:
+            messages.error(request, str(exc))
+            return redirect("web:node", node_id=node.pk)
+        if changed and self.resume:
+            messages.success(request, f"{node.name} takes work again from its next heartbeat.")
+        elif changed:
+            messages.success(
+                request, f"{node.name} is paused: it finishes what it runs and takes no new work."
+            )
         return redirect("web:node", node_id=node.pk)
 
 

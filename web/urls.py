@@ -36,6 +36,12 @@ urlpatterns = [
         name="node_price_floor",
     ),
     path("nodes/<int:node_id>/retire/", operator.NodeRetirePage.as_view(), name="node_retire"),
+    path("nodes/<int:node_id>/pause/", operator.NodePausePage.as_view(), name="node_pause"),
+    path(
+        "nodes/<int:node_id>/resume/",
+        operator.NodePausePage.as_view(resume=True),
+        name="node_resume",
+    ),
     path("earnings/", earnings.EarningsPage.as_view(), name="earnings"),
     path("earnings/cashout/", earnings.CashoutPage.as_view(), name="cashout"),
     # finance

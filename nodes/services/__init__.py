@@ -10,7 +10,9 @@ from nodes.services.benchmarks import (
 )
 from nodes.services.lifecycle import (
     node_capabilities_update,
+    node_pause,
     node_register,
+    node_resume,
     node_retire,
     node_update,
 )
@@ -41,10 +43,12 @@ __all__ = [
     "driver_blocks_enforce",
     "node_capabilities_update",
     "node_heartbeat",
+    "node_pause",
     "node_quarantine",
     "node_quarantine_lift",
     "node_record_outcome",
     "node_register",
+    "node_resume",
     "node_retire",
     "node_tier_confirm",
     "node_update",

@@ -11,7 +11,7 @@ from nodes.capabilities import NormalisedCapabilities, normalise
 from nodes.errors import NodeLimitReached, NodeRetired, NodeStateConflict
 from nodes.hooks import notify_offline
 from nodes.measured import routed
-from nodes.models import AgentKey, DriverBlock, Node, NodeState, Ownership
+from nodes.models import CLAIMABLE_STATES, AgentKey, DriverBlock, Node, NodeState, Ownership
 from nodes.services.benchmarks import benchmark_issue
 from nodes.services.cas import append_node_events, cas_update
 from nodes.services.quarantine import Rule, blocked_driver, driver_reason, node_quarantine
@@ -157,6 +157,61 @@ def node_update(
                 return node
         _refresh_state(node)
     raise NodeStateConflict(f"node {node.pk} kept changing state; try again")
+
+
+def node_pause(*, node: Node, actor: str, now: datetime | None = None) -> bool:
+    """The operator's pause: the node finishes what it runs and takes no new work until
+    `node_resume`. A node that takes work now moves to draining at once (its waiting claims end
+    on commit); one that is offline or quarantined keeps its state and drains when it next
+    beats. False if it was already paused."""
+    now = now or timezone.now()
+    for _ in range(_CAS_ATTEMPTS):
+        if node.state == NodeState.RETIRED:
+            raise NodeRetired(f"node {node.pk} is retired")
+        if node.paused_at is not None:
+            return False
+        sets: dict[str, Any] = {"paused_at": now}
+        if node.state in CLAIMABLE_STATES:
+            sets.update(state=NodeState.DRAINING, state_changed_at=now)
+        to = sets.get("state", node.state)
+        if _evented(node, actor, sets, ("NodePaused", {"from": node.state, "to": to})):
+            return True
+        _refresh_pause(node)
+    raise NodeStateConflict(f"node {node.pk} kept changing state; try again")
+
+
+def node_resume(*, node: Node, actor: str) -> bool:
+    """End the operator's pause. The state stays as it is: the agent, told on its next heartbeat
+    that the hub no longer drains it, reports itself available and that beat brings the node
+    online. False if it was not paused."""
+    for _ in range(_CAS_ATTEMPTS):
+        if node.state == NodeState.RETIRED:
+            raise NodeRetired(f"node {node.pk} is retired")
+        if node.paused_at is None:
+            return False
+        event = ("NodeResumed", {"from": node.state, "to": node.state})
+        if _evented(node, actor, {"paused_at": None}, event):
+            return True
+        _refresh_pause(node)
+    raise NodeStateConflict(f"node {node.pk} kept changing state; try again")
+
+
+def _evented(node: Node, actor: str, sets: dict[str, Any], event: tuple[str, Any]) -> bool:
+    """Apply `sets` and append `event` in one transaction if the node is still in the state we
+    read; False when it moved first (the caller reads it again)."""
+    with transaction.atomic():
+        version = cas_update(node_id=node.pk, expect_state=node.state, sets=sets, events=1)
+        if version is None:
+            return False
+        append_node_events(node_id=node.pk, version=version, actor=actor, events=[event])
+    for field, value in sets.items():
+        setattr(node, field, value)
+    node.event_version = version
+    return True
+
+
+def _refresh_pause(node: Node) -> None:
+    node.state, node.paused_at = Node.objects.values_list("state", "paused_at").get(pk=node.pk)
 
 
 def node_retire(*, node: Node, actor: str, now: datetime | None = None) -> bool:

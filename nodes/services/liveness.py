@@ -87,7 +87,9 @@ def node_heartbeat(
         if _beat(node, status=status, load=load, gpus=gpus, now=now):
             break
         # The reaper (or an admin) moved the node between authentication and this write.
-        fresh = Node.objects.values("state", "throttled", "thermal_events").get(pk=node.pk)
+        fresh = Node.objects.values("state", "throttled", "thermal_events", "paused_at").get(
+            pk=node.pk
+        )
         for name, value in fresh.items():
             setattr(node, name, value)
     else:
@@ -95,8 +97,9 @@ def node_heartbeat(
     leases, cancel = heartbeat_contributions(node, lease_tokens)
     return HeartbeatReply(
         poll_interval_s=settings.NODE_HEARTBEAT_INTERVAL_S,
-        # A quarantined node keeps beating (so its operator sees it alive) but claims nothing.
-        drain=node.state == NodeState.QUARANTINED,
+        # A quarantined node keeps beating (so its operator sees it alive) but claims nothing;
+        # a paused one finishes what it runs and claims nothing.
+        drain=node.state == NodeState.QUARANTINED or node.paused_at is not None,
         leases=leases,
         cancel=cancel,
         state=node.state,
@@ -117,7 +120,14 @@ def _beat(
     degraded_after, offline_after = deadlines(now)
     throttled = any(gpu.get("throttled") for gpu in gpus)
     frozen = node.state in _FROZEN
-    target = node.state if frozen else _STATUS_TARGET[status]
+    if frozen:
+        target = node.state
+    elif node.paused_at is not None:
+        # The agent learns of the pause from this beat's reply: until it does it still says
+        # it is available, and after a resume it still says draining until its next beat.
+        target = NodeState.DRAINING
+    else:
+        target = _STATUS_TARGET[status]
     # An episode is the start of throttling, not every throttled sample: a GPU that throttles
     # for ten minutes is one event, not twenty.
     episode = throttled and not node.throttled and not frozen
@@ -154,10 +164,9 @@ def _beat(
     }
     events: list[tuple[str, dict[str, Any]]] = []
     if target != node.state:
+        reason = "operator_paused" if node.paused_at is not None else _REASON[target]
         sets.update(state=target, state_changed_at=now)
-        events.append(
-            ("NodeStateChanged", {"from": node.state, "to": target, "reason": _REASON[target]})
-        )
+        events.append(("NodeStateChanged", {"from": node.state, "to": target, "reason": reason}))
     recent: list[str] = []
     if episode:
         recent = [*_recent_thermal(node, now), now.isoformat()]

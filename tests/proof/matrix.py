@@ -75,6 +75,8 @@ MATRIX: dict[str, tuple[str, str]] = {
     "POST /api/v1/nodes/": ("operator", "401 ok 403 ok 403 403 403"),
     "GET /api/v1/nodes/{node_id}": ("operator", "401 ok 403 404 403 403 403"),
     "PATCH /api/v1/nodes/{node_id}": ("operator", "401 ok 403 404 403 403 403"),
+    "POST /api/v1/nodes/{node_id}/pause": ("operator", "401 ok 403 404 403 403 403"),
+    "POST /api/v1/nodes/{node_id}/resume": ("operator", "401 ok 403 404 403 403 403"),
     "POST /api/v1/nodes/{node_id}/retire": ("operator", "401 ok 403 404 403 403 403"),
     "GET /api/v1/nodes/{node_id}/history": ("operator", "401 ok 403 404 403 403 403"),
     # the agent's side: a node acts only as itself
@@ -166,6 +168,8 @@ MATRIX: dict[str, tuple[str, str]] = {
     "POST /nodes/add/": ("page_operator", "login ok 403 ok login 403 403"),
     "GET /nodes/{node_id}/": ("page_operator", "login ok 403 404 login 403 403"),
     "POST /nodes/{node_id}/price-floor/": ("page_operator", "login ok 403 404 login 403 403"),
+    "POST /nodes/{node_id}/pause/": ("page_operator", "login ok 403 404 login 403 403"),
+    "POST /nodes/{node_id}/resume/": ("page_operator", "login ok 403 404 login 403 403"),
     "POST /nodes/{node_id}/retire/": ("page_operator", "login ok 403 404 login 403 403"),
     "GET /earnings/": ("page_operator", "login ok 403 ok login 403 403"),
     "GET /earnings/cashout/": ("page_operator", "login ok 403 ok login 403 403"),

@@ -225,6 +225,12 @@ REQUESTS: dict[str, Builder] = {
     "PATCH /api/v1/nodes/{node_id}": lambda w, p, o: Call(
         "patch", f"/api/v1/nodes/{w.node.pk}", {"name": "renamed"}
     ),
+    "POST /api/v1/nodes/{node_id}/pause": lambda w, p, o: Call(
+        "post", f"/api/v1/nodes/{w.node.pk}/pause"
+    ),
+    "POST /api/v1/nodes/{node_id}/resume": lambda w, p, o: Call(
+        "post", f"/api/v1/nodes/{w.node.pk}/resume"
+    ),
     "POST /api/v1/nodes/{node_id}/retire": lambda w, p, o: Call(
         "post", f"/api/v1/nodes/{w.node.pk}/retire"
     ),
@@ -358,6 +364,8 @@ REQUESTS: dict[str, Builder] = {
     "POST /nodes/{node_id}/price-floor/": lambda w, p, o: page(
         "post", f"/nodes/{w.node.pk}/price-floor/", {"price_floor": "1.50"}
     ),
+    "POST /nodes/{node_id}/pause/": lambda w, p, o: page("post", f"/nodes/{w.node.pk}/pause/"),
+    "POST /nodes/{node_id}/resume/": lambda w, p, o: page("post", f"/nodes/{w.node.pk}/resume/"),
     "POST /nodes/{node_id}/retire/": lambda w, p, o: page("post", f"/nodes/{w.node.pk}/retire/"),
     "GET /earnings/": lambda w, p, o: page("get", "/earnings/"),
     "GET /earnings/cashout/": lambda w, p, o: page("get", "/earnings/cashout/"),

@@ -120,6 +120,22 @@ def test_removing_a_node_retires_it_and_revokes_its_key(browsing, bob, mallory):
     assert b"Removed from the pool" in browsing(bob).get(f"/nodes/{node.pk}/").content
 
 
+def test_pausing_a_node_drains_it_until_resumed(browsing, bob, mallory):
+    node, _ = register_node(bob)
+    foreign, _ = register_node(mallory, name="not-bobs")
+    assert browsing(bob).post(f"/nodes/{foreign.pk}/pause/").status_code == 404
+    assert Node.objects.get(pk=foreign.pk).paused_at is None
+    client = browsing(bob)
+    assert b"Pause rig-1" in client.get(f"/nodes/{node.pk}/").content
+    assert client.post(f"/nodes/{node.pk}/pause/").status_code == 302
+    assert Node.objects.get(pk=node.pk).paused_at is not None
+    page = client.get(f"/nodes/{node.pk}/").content
+    assert b"is paused" in page and b"Resume rig-1" in page and b"NodePaused" in page
+    assert client.post(f"/nodes/{node.pk}/resume/").status_code == 302
+    assert Node.objects.get(pk=node.pk).paused_at is None
+    assert b"takes work again" in client.get(f"/nodes/{node.pk}/").content
+
+
 def test_adding_a_machine_shows_a_register_command_whose_key_registers_it(browsing, bob):
     made = browsing(bob).post("/nodes/add/", {"name": "den-pc", "region": "in"})
     assert made.status_code == 200 and "no-store" in made["Cache-Control"]
@@ -293,6 +309,8 @@ def test_every_form_refuses_a_post_without_its_csrf_token(browsing, alice, bob, 
     operator, finance = browsing(bob, csrf=True), browsing(carol, csrf=True)
     forms = [
         (operator, f"/nodes/{node.pk}/price-floor/", {"price_floor": "2"}),
+        (operator, f"/nodes/{node.pk}/pause/", {}),
+        (operator, f"/nodes/{node.pk}/resume/", {}),
         (operator, f"/nodes/{node.pk}/retire/", {}),
         (operator, "/nodes/add/", {"name": "x"}),
         (
