@@ -37,20 +37,23 @@ def _start(sandbox: Sandbox, **kwargs: object) -> tuple[list[RunResult], threadi
 def test_a_held_job_stops_and_resumes_without_losing_its_time(sandbox: Sandbox) -> None:
     lines, hold = Lines(), threading.Event()
     results, thread = _start(
-        sandbox, req=job(COUNT, timeout_s=3), on_output=lines, cancel=threading.Event(), hold=hold
+        sandbox, req=job(COUNT, timeout_s=6), on_output=lines, cancel=threading.Event(), hold=hold
     )
     assert wait_until(lambda: lines.count >= 3, timeout=20)
 
     hold.set()
     time.sleep(0.5)  # the supervisor's next poll suspends it
     held_at = lines.count
-    time.sleep(2.0)
+    # Held longer than the whole timeout: counted, it would time the job out whatever the rest
+    # took; not counted, the running part (two seconds of work, and the sandbox's start) has
+    # six seconds, room enough on a machine busy with other work.
+    time.sleep(7.0)
     assert lines.count <= held_at + 1  # at most a line already on its way
     hold.clear()
     thread.join(30)
 
     (result,) = results
-    # Over three seconds from start to end, but only two of them running: not timed out.
+    # Over seven seconds from start to end, but only the running part counts: not timed out.
     assert not result.timed_out and result.exit_code == 0, result
     assert lines.count == 20
     result.cleanup()
