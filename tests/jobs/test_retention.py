@@ -170,3 +170,14 @@ def test_a_local_download_streams_the_file_a_block_at_a_time(submitter, bob):
     response.close()
     assert digest.hexdigest() == hashlib.sha256(content).hexdigest()
     assert peak < len(content) // 4, peak
+
+
+def test_beats_task_deletes_what_is_due_by_the_clock(submitter, bob, time_machine):
+    from jobs.tasks import expire_artifacts
+
+    job = _ran(submitter, bob, {"out.txt": b"out\n"}, retention_days=1)
+    time_machine.move_to(job.artifacts_expire_at - timedelta(minutes=1))
+    assert expire_artifacts() == 0
+    time_machine.move_to(job.artifacts_expire_at + timedelta(minutes=1))
+    assert expire_artifacts() == 1
+    assert not any(path.exists() for path in _stored(job))
