@@ -57,6 +57,12 @@ def schedules() -> list[Schedule]:
             "Move each (region, tier) spot price one step with supply and demand, within bounds.",
         ),
         Schedule(
+            "jobs: delete expired outputs",
+            "jobs.expire_artifacts",
+            settings.JOB_ARTIFACT_EXPIRY_INTERVAL_S,
+            "Delete the stored outputs of jobs whose retention ran out after they ended.",
+        ),
+        Schedule(
             "webhooks: send what was never sent",
             "webhooks.sweep",
             settings.WEBHOOK_SWEEP_INTERVAL_S,

@@ -13,6 +13,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from computepool import embedded_db
+from computepool.artifact_storage_settings import artifacts_storage
 from computepool.env import (
     env_bool,
     env_choice,
@@ -259,8 +260,29 @@ STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns on every request without it
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media")))
+# Job outputs (jobs.artifact_storage): on local disk under MEDIA_ROOT, or with
+# ARTIFACT_STORAGE=s3 in a bucket of any S3-compatible store, whose downloads are redirects to
+# a URL signed for ARTIFACT_URL_EXPIRE_S. Its credentials come from boto3's usual chain
+# (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or the machine's role).
+ARTIFACT_STORAGE = env_choice("ARTIFACT_STORAGE", "local", ("local", "s3"))
+ARTIFACT_URL_EXPIRE_S = env_int("ARTIFACT_URL_EXPIRE_S", 300, minimum=10, maximum=7 * 86400)
+ARTIFACT_S3_ENDPOINT_URL = env_str("ARTIFACT_S3_ENDPOINT_URL", None)
+if ARTIFACT_S3_ENDPOINT_URL and not ARTIFACT_S3_ENDPOINT_URL.startswith(("http://", "https://")):
+    raise ImproperlyConfigured("ARTIFACT_S3_ENDPOINT_URL must be an http:// or https:// URL")
+_artifacts = artifacts_storage(
+    kind=ARTIFACT_STORAGE,
+    bucket=env_str("ARTIFACT_S3_BUCKET", required=ARTIFACT_STORAGE == "s3"),
+    # Unset: AWS itself; a MinIO, Ceph or R2 server names its own address.
+    endpoint_url=ARTIFACT_S3_ENDPOINT_URL,
+    region=env_str("ARTIFACT_S3_REGION", None),
+    addressing_style=env_choice(
+        "ARTIFACT_S3_ADDRESSING_STYLE", "auto", ("auto", "path", "virtual")
+    ),
+    prefix=env_str("ARTIFACT_S3_PREFIX", ""),
+)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "artifacts": _artifacts,
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
 LANGUAGE_CODE = "en-us"
@@ -420,6 +442,17 @@ JOB_MAX_LOG_BYTES = env_int("JOB_MAX_LOG_BYTES", 8 * 1024 * 1024, minimum=1024)
 JOB_MAX_ARTIFACT_BYTES = env_int("JOB_MAX_ARTIFACT_BYTES", 256 * 1024 * 1024, minimum=1024)
 # The most one job may hold (credit minor units): price ceiling × timeout × slices.
 JOB_MAX_COST = env_int("JOB_MAX_COST", 10**12, minimum=1)
+# How long a job's outputs are kept after it ends, unless its submitter asked for another
+# period (at most the maximum); then beat deletes them, a batch of jobs per run
+# (jobs.retention).
+JOB_ARTIFACT_RETENTION_MAX_DAYS = env_int(
+    "JOB_ARTIFACT_RETENTION_MAX_DAYS", 365, minimum=1, maximum=36_500
+)
+JOB_ARTIFACT_RETENTION_DAYS = env_int(
+    "JOB_ARTIFACT_RETENTION_DAYS", 30, minimum=1, maximum=JOB_ARTIFACT_RETENTION_MAX_DAYS
+)
+JOB_ARTIFACT_EXPIRY_INTERVAL_S = env_int("JOB_ARTIFACT_EXPIRY_INTERVAL_S", 600, minimum=10)
+JOB_ARTIFACT_EXPIRY_BATCH = env_int("JOB_ARTIFACT_EXPIRY_BATCH", 200, minimum=1)
 
 # --- Completion webhooks ----------------------------------------------------------------------
 

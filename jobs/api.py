@@ -6,10 +6,10 @@ from datetime import UTC
 
 from django.db import connection
 from django.db.models import Prefetch
-from django.http import FileResponse
+from django.http import FileResponse, HttpResponse, HttpResponseRedirect
 from django.utils import timezone
 from django_filters import rest_framework as filters
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, status
 from rest_framework.exceptions import ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
@@ -20,8 +20,10 @@ from rest_framework.views import APIView
 from core.api.bodies import validated
 from core.api.pagination import OldestFirstPagination
 from core.api.permissions import IsSubmitter
+from jobs import artifact_storage
 from jobs import attempts as attempt_services
 from jobs.claim import Lease, claim_current, task_claim
+from jobs.errors import ArtifactExpired
 from jobs.models import Artifact, Attempt, Job, JobKind, JobState, LogChunk
 from jobs.node_profile import profile_for
 from jobs.selectors import job_timeline, queue_backoff_ends
@@ -203,17 +205,37 @@ class ArtifactDownloadApi(APIView):
     permission_classes = [IsSubmitter]
 
     @extend_schema(
-        responses={(200, "application/octet-stream"): bytes},
+        responses={
+            (200, "application/octet-stream"): bytes,
+            302: OpenApiResponse(description="S3 storage: a short-lived signed URL of the file"),
+            410: OpenApiResponse(description="Deleted when the job's retention ran out"),
+        },
         summary="Download an output file of your job",
     )
-    def get(self, request: Request, artifact_id: int) -> FileResponse:
+    def get(self, request: Request, artifact_id: int) -> HttpResponse:
         artifact = generics.get_object_or_404(
-            Artifact, pk=artifact_id, attempt__task__job__submitter=request.user
+            Artifact.objects.select_related("attempt__task__job"),
+            pk=artifact_id,
+            attempt__task__job__submitter=request.user,
         )
-        response = FileResponse(
-            artifact.file.open("rb"), as_attachment=True, filename=artifact.name
-        )
+        if artifact.deleted_at is not None:
+            job = artifact.attempt.task.job
+            raise ArtifactExpired(
+                f"{artifact.name} was deleted on {artifact.deleted_at:%Y-%m-%d}, "
+                f"{job.retention_days} days after job {job.pk} ended (its retention)"
+            )
+        if artifact_storage.is_remote():
+            # The store serves the bytes; the hub only signs a URL for this owner's request.
+            response = HttpResponseRedirect(
+                artifact_storage.signed_url(artifact.file.name, filename=artifact.name)
+            )
+        else:
+            # Streamed a block at a time from the open file, never read whole.
+            response = FileResponse(
+                artifact.file.open("rb"), as_attachment=True, filename=artifact.name
+            )
         response["X-Checksum-Sha256"] = artifact.sha256
+        response["Cache-Control"] = "private, no-store"
         return response
 
 

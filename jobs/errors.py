@@ -19,3 +19,10 @@ class ArtifactRejected(DomainError):
 class ArtifactTooLarge(DomainError):
     code = "artifact_too_large"
     http_status = 413
+
+
+class ArtifactExpired(DomainError):
+    """The job's retention ran out and its stored outputs were deleted (jobs.retention)."""
+
+    code = "artifact_expired"
+    http_status = 410

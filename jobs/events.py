@@ -1,6 +1,14 @@
 """Event types of jobs, tasks and attempts. Task and attempt events go on the task's stream."""
 
-from ledger.registry import INT, NON_NEGATIVE_INT, NULLABLE_INT, NULLABLE_STR, STR, register
+from ledger.registry import (
+    INT,
+    NON_NEGATIVE_INT,
+    NULLABLE_INT,
+    NULLABLE_STR,
+    POSITIVE_INT,
+    STR,
+    register,
+)
 
 TASK_REF = {"task_id": INT, "job_id": INT, "index": NON_NEGATIVE_INT}
 
@@ -19,8 +27,10 @@ register(
         "requirements": {"type": "object"},
         "replicas": INT,
         "quorum": INT,
+        "retention_days": POSITIVE_INT,
     },
-    # A job submitted before verification existed states no replicas: one each.
+    # A job submitted before verification existed states no replicas: one each; one before
+    # retention, no retention_days.
     required=[
         "job_id",
         "submitter_id",
@@ -40,6 +50,17 @@ register(
     properties={"job_id": INT, "state": STR, "succeeded": INT, "failed": INT, "cancelled": INT},
 )
 register("JobCancelRequested", properties={"job_id": INT, "by": STR})
+register(
+    "ArtifactsExpired",
+    properties={
+        "job_id": INT,
+        "retention_days": POSITIVE_INT,
+        "artifacts": POSITIVE_INT,
+        "bytes": NON_NEGATIVE_INT,
+    },
+    description="The job's retention ran out: its stored outputs were deleted (jobs.retention). "
+    "Their names, sizes and checksums stay on the job.",
+)
 register(
     "TaskClaimed",
     properties={

@@ -15,6 +15,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from jobs.artifact_storage import artifact_storage
+
 
 class JobKind(models.TextChoices):
     CONTAINER = "container"
@@ -67,6 +69,10 @@ TERMINAL_TASK_STATES = (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELL
 ACTIVE_ATTEMPT_STATES = (AttemptState.LEASED, AttemptState.RUNNING)
 
 
+def default_retention_days() -> int:
+    return settings.JOB_ARTIFACT_RETENTION_DAYS
+
+
 class Job(models.Model):
     # No index of its own: job_submitter_recent (submitter, -id) leads with it. Every index on
     # the hot tables is written by every claim and completion.
@@ -114,6 +120,12 @@ class Job(models.Model):
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Retention (jobs.retention): the job's outputs are kept this many days after it ends
+    # (its submitter's choice, else JOB_ARTIFACT_RETENTION_DAYS), until `artifacts_expire_at`,
+    # set when it ends; beat then deletes them and sets `artifacts_expired_at`.
+    retention_days = models.PositiveIntegerField(default=default_retention_days)
+    artifacts_expire_at = models.DateTimeField(null=True, blank=True)
+    artifacts_expired_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -123,7 +135,17 @@ class Job(models.Model):
                 condition=Q(idempotency_key__isnull=False),
             ),
         ]
-        indexes = [models.Index(fields=["submitter", "-id"], name="job_submitter_recent")]
+        indexes = [
+            models.Index(fields=["submitter", "-id"], name="job_submitter_recent"),
+            # Beat's look for outputs due for deletion (jobs.retention): WHERE
+            # artifacts_expire_at <= now() AND artifacts_expired_at IS NULL. Only the jobs
+            # whose outputs are still kept are in it.
+            models.Index(
+                fields=["artifacts_expire_at"],
+                name="job_artifacts_due",
+                condition=Q(artifacts_expire_at__isnull=False, artifacts_expired_at__isnull=True),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"job {self.pk} ({self.state})"
@@ -378,8 +400,11 @@ class Artifact(models.Model):
     name = models.CharField(max_length=200)
     size = models.PositiveBigIntegerField()
     sha256 = models.CharField(max_length=64)
-    file = models.FileField(upload_to=artifact_path, max_length=400)
+    file = models.FileField(upload_to=artifact_path, storage=artifact_storage, max_length=400)
     created_at = models.DateTimeField(default=timezone.now)
+    # When retention deleted the stored file (jobs.retention); the row stays, with its name,
+    # size and checksum, so the job still says what it produced.
+    deleted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [

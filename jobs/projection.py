@@ -10,6 +10,18 @@ _TASK_STATE = {
 }
 
 
+def _marks_disagree(
+    table: set[int], log: set[int], what: str, marks: tuple[str, str], event: str
+) -> list[str]:
+    """The jobs marked in the table (marks[0]) but without `event` in the log, or the other
+    way round (marks[1])."""
+    return [
+        f"jobs: job {job_id}'s {what} {marks[0] if job_id in table else marks[1]} in the "
+        f"table, with {event if job_id in log else 'no ' + event.split(' ', 1)[1]} in the log"
+        for job_id in sorted(table ^ log)
+    ]
+
+
 class TasksProjection:
     name = "jobs"
 
@@ -24,6 +36,7 @@ class TasksProjection:
         self.task_count: dict[int, int] = {}  # job_id -> its tasks: submitted and added
         self.settled: dict[int, int] = {}  # attempt_id -> its settlements (by a hold or spot-check)
         self.cancel_requested: set[int] = set()  # jobs with a JobCancelRequested
+        self.artifacts_expired: set[int] = set()  # jobs with an ArtifactsExpired
 
     def apply(self, event: Event) -> None:
         kind, p = event.type, event.payload
@@ -38,6 +51,8 @@ class TasksProjection:
             self.jobs[p["job_id"]][0] = "running"
         elif kind == "JobCancelRequested":
             self.cancel_requested.add(p["job_id"])
+        elif kind == "ArtifactsExpired":
+            self.artifacts_expired.add(p["job_id"])
         elif kind == "JobFinished":
             self.jobs[p["job_id"]][0] = p["state"]
         elif kind in _TASK_STATE or kind in ("AttemptFailed", "AttemptLost", "AttemptHandedBack"):
@@ -50,13 +65,15 @@ class TasksProjection:
         from jobs.models import ACTIVE_ATTEMPT_STATES, Attempt, Job, Task, Verdict
 
         problems: list[str] = []
-        live_jobs, flagged = {}, set()
-        for job_id, state, cancel_requested_at in Job.objects.values_list(
-            "id", "state", "cancel_requested_at"
+        live_jobs, flagged, expired = {}, set(), set()
+        for job_id, state, cancel_requested_at, artifacts_expired_at in Job.objects.values_list(
+            "id", "state", "cancel_requested_at", "artifacts_expired_at"
         ).iterator(chunk_size=10_000):
             live_jobs[job_id] = state
             if cancel_requested_at is not None:
                 flagged.add(job_id)
+            if artifacts_expired_at is not None:
+                expired.add(job_id)
         for job_id in sorted(set(live_jobs) | set(self.jobs)):
             replayed = self.jobs.get(job_id, [None])[0]
             if live_jobs.get(job_id) != replayed:
@@ -66,13 +83,15 @@ class TasksProjection:
                 )
         # The cancel flag that stops every attempt of a job is set exactly when the log has
         # its JobCancelRequested: a lost flag would let a cancelled job's task run on.
-        for job_id in sorted(flagged ^ self.cancel_requested):
-            said = "a" if job_id in self.cancel_requested else "no"
-            problems.append(
-                f"jobs: job {job_id}'s cancel flag is "
-                f"{'set' if job_id in flagged else 'not set'} in the table, with {said} "
-                "JobCancelRequested in the log"
-            )
+        problems += _marks_disagree(
+            flagged, self.cancel_requested, "cancel flag is", ("set", "not set"),
+            "a JobCancelRequested",
+        )  # fmt: skip
+        # Outputs are marked deleted exactly when the log says retention deleted them.
+        problems += _marks_disagree(
+            expired, self.artifacts_expired, "outputs are", ("deleted", "kept"),
+            "an ArtifactsExpired",
+        )  # fmt: skip
         live_tasks, live_count = {}, {}
         for task_id, job_id, state, attempts in Task.objects.values_list(
             "id", "job_id", "state", "attempts"

@@ -113,6 +113,12 @@ class JobIn(serializers.Serializer):
         help_text="run each slice on several nodes and keep the result a quorum agrees on; "
         "each replica is paid (docs/api.md, Verified results)",
     )
+    retention_days = serializers.IntegerField(
+        min_value=1,
+        required=False,
+        help_text="how many days the outputs are kept after the job ends (default: the hub's, "
+        "JOB_ARTIFACT_RETENTION_DAYS; at most JOB_ARTIFACT_RETENTION_MAX_DAYS)",
+    )
     webhook_url = serializers.CharField(
         max_length=MAX_URL_LENGTH,
         required=False,
@@ -123,6 +129,13 @@ class JobIn(serializers.Serializer):
         problem = url_problem(value, allow_private=settings.WEBHOOK_ALLOW_PRIVATE)
         if problem:
             raise serializers.ValidationError(problem)
+        return value
+
+    def validate_retention_days(self, value: int) -> int:
+        if value > settings.JOB_ARTIFACT_RETENTION_MAX_DAYS:
+            raise serializers.ValidationError(
+                f"at most {settings.JOB_ARTIFACT_RETENTION_MAX_DAYS} days"
+            )
         return value
 
     def validate_env(self, value: dict) -> dict:
@@ -187,7 +200,8 @@ def job_max_cost(data: dict) -> int:
 class ArtifactOut(serializers.ModelSerializer):
     class Meta:
         model = Artifact
-        fields = ("id", "name", "size", "sha256", "created_at")
+        # deleted_at: when retention deleted the stored file (it can no longer be downloaded).
+        fields = ("id", "name", "size", "sha256", "created_at", "deleted_at")
 
 
 class AttemptOut(serializers.ModelSerializer):
@@ -254,6 +268,11 @@ class JobOut(serializers.ModelSerializer):
             "finished_at",
             # Set by the first cancel: the job may still be running while its tasks stop.
             "cancel_requested_at",
+            # Its outputs are kept retention_days after it ends, until artifacts_expire_at;
+            # artifacts_expired_at is when they were deleted.
+            "retention_days",
+            "artifacts_expire_at",
+            "artifacts_expired_at",
         )
 
     def get_verification(self, job: Job) -> dict | None:

@@ -3,6 +3,7 @@
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
 from jobs import billing, hooks
@@ -89,6 +90,7 @@ def job_submit(
             idempotency_key=idempotency_key,
             request_fingerprint=fingerprint,
             max_cost=max_cost,
+            retention_days=data.get("retention_days") or settings.JOB_ARTIFACT_RETENTION_DAYS,
         )
         # A verified job's slices each run as replicas 1…N (jobs.verification); a plain one's
         # as replica 0.
@@ -121,6 +123,7 @@ def job_submit(
                 "requirements": req,
                 "replicas": job.replicas,
                 "quorum": job.quorum,
+                "retention_days": job.retention_days,
             },
         )
         billing.hold(job=job)

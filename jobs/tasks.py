@@ -15,3 +15,11 @@ def reprice_market() -> int:
     from jobs.market import market_reprice
 
     return len(market_reprice())
+
+
+@shared_task(name="jobs.expire_artifacts", ignore_result=True)
+def expire_artifacts() -> int:
+    """Delete the outputs of jobs whose retention has run out; a double fire shares the jobs."""
+    from jobs.retention import artifacts_expire
+
+    return artifacts_expire()

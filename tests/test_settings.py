@@ -10,7 +10,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def start(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess:
+def start(env: dict[str, str], tmp_path: Path, *command: str) -> subprocess.CompletedProcess:
     base = {
         k: v
         for k, v in os.environ.items()
@@ -18,7 +18,7 @@ def start(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess:
     }
     base.update({"COMPUTEPOOL_VAR_DIR": str(tmp_path), "DEBUG": "1", **env})
     return subprocess.run(
-        [sys.executable, "manage.py", "check"],
+        [sys.executable, "manage.py", *(command or ("check",))],
         cwd=ROOT,
         env=base,
         capture_output=True,
@@ -47,12 +47,45 @@ def start(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess:
         ({"METRICS_CACHE_S": "-1"}, "METRICS_CACHE_S=-1 is below the minimum 0"),
         ({"WEB_LOGIN_RATE": "lots"}, "WEB_LOGIN_RATE='lots' is not a rate"),
         ({"WEB_SIGNUP_OPEN": "perhaps"}, "WEB_SIGNUP_OPEN='perhaps' is not a boolean"),
+        ({"ARTIFACT_STORAGE": "ftp"}, "ARTIFACT_STORAGE='ftp' must be one of local, s3"),
+        ({"ARTIFACT_STORAGE": "s3"}, "ARTIFACT_S3_BUCKET must be set"),
+        (
+            {"ARTIFACT_STORAGE": "s3", "ARTIFACT_S3_BUCKET": "b", "ARTIFACT_S3_ENDPOINT_URL": "x"},
+            "ARTIFACT_S3_ENDPOINT_URL must be an http:// or https:// URL",
+        ),
+        ({"ARTIFACT_URL_EXPIRE_S": "0"}, "ARTIFACT_URL_EXPIRE_S=0 is below the minimum 10"),
+        (
+            {"JOB_ARTIFACT_RETENTION_MAX_DAYS": "10", "JOB_ARTIFACT_RETENTION_DAYS": "30"},
+            "JOB_ARTIFACT_RETENTION_DAYS=30 is above the maximum 10",
+        ),
     ],
 )
 def test_it_refuses_a_bad_value_by_name(env, message, tmp_path):
     result = start(env, tmp_path)
     assert result.returncode != 0
     assert message in result.stderr
+
+
+def test_s3_outputs_are_configured_from_the_environment(tmp_path):
+    env = {
+        "ARTIFACT_STORAGE": "s3",
+        "ARTIFACT_S3_BUCKET": "outputs",
+        "ARTIFACT_S3_ENDPOINT_URL": "https://store.example:9000",
+        "ARTIFACT_S3_ADDRESSING_STYLE": "path",
+    }
+    shown = start(
+        env,
+        tmp_path,
+        "shell",
+        "-c",
+        "from django.conf import settings; a = settings.STORAGES['artifacts']; "
+        "print(a['BACKEND'], a['OPTIONS']['bucket_name'], a['OPTIONS']['endpoint_url'], "
+        "a['OPTIONS']['addressing_style'])",
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines()[-1].split() == [
+        "storages.backends.s3.S3Storage", "outputs", "https://store.example:9000", "path",
+    ]  # fmt: skip
 
 
 def test_without_a_database_url_it_uses_the_embedded_postgresql(tmp_path):

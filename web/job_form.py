@@ -87,6 +87,9 @@ class JobForm(forms.Form):
         label="Price ceiling (credits/s)",
         help_text="The most you pay per second per task; a node asking more is not used.",
     )
+    retention_days = _blank_int(
+        label="Keep outputs (days)", help_text="After the job ends. Blank: the hub's default."
+    )
     replicas = _blank_int(label="Verify: replicas", help_text="Blank: not verified.")
     quorum = _blank_int(label="Verify: quorum")
 
@@ -123,6 +126,8 @@ class JobForm(forms.Form):
                 body["script"] = d["script"]
         else:
             body |= {"image": d["image"], "command": shlex.split(d["command"] or "")}
+        if d["retention_days"] is not None:
+            body["retention_days"] = d["retention_days"]
         if d["replicas"] is not None or d["quorum"] is not None:
             body["verification"] = {"replicas": d["replicas"], "quorum": d["quorum"]}
         return body

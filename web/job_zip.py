@@ -1,13 +1,13 @@
 """All of a job's outputs as one zip, written while it is sent: the hub never holds the whole
-archive, in memory or on disk. Each file sits under its slice (and replica), next to a
-SHA256SUMS that lists the checksums the agent reported and the hub verified on upload."""
+archive, nor a whole output, in memory or on disk (each is read a block at a time, from disk or
+from the S3 store: jobs.artifact_storage). Each file sits under its slice (and replica), next to
+a SHA256SUMS that lists the checksums the agent reported and the hub verified on upload."""
 
 import zipfile
 from collections.abc import Iterator
 
+from jobs.artifact_storage import read_blocks
 from jobs.models import Artifact, AttemptState, Job
-
-READ_SIZE = 64 * 1024
 
 
 class _Pipe:
@@ -43,9 +43,11 @@ def artifact_path(artifact: Artifact) -> str:
 
 
 def job_artifacts(job: Job) -> list[Artifact]:
-    """The outputs of the job's succeeded attempts, by slice, replica, then name."""
+    """The outputs of the job's succeeded attempts still kept, by slice, replica, then name."""
     return list(
-        Artifact.objects.filter(attempt__task__job=job, attempt__state=AttemptState.SUCCEEDED)
+        Artifact.objects.filter(
+            attempt__task__job=job, attempt__state=AttemptState.SUCCEEDED, deleted_at__isnull=True
+        )
         .select_related("attempt__task")
         .order_by("attempt__task__index", "attempt__task__replica", "name")
     )
@@ -59,8 +61,8 @@ def job_zip_chunks(job: Job) -> Iterator[bytes]:
         for artifact in artifacts:
             path = artifact_path(artifact)
             sums.append(f"{artifact.sha256}  {path}\n")
-            with artifact.file.open("rb") as source, archive.open(path, "w") as target:
-                while block := source.read(READ_SIZE):
+            with archive.open(path, "w") as target:
+                for block in read_blocks(artifact.file.name):
                     target.write(block)
                     yield pipe.take()
             yield pipe.take()

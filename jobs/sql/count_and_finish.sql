@@ -6,6 +6,7 @@
 -- (READ COMMITTED reads a locked row again).
 -- The state a job ends in is decided only here: cancelled if any task was, else failed if any
 -- task failed, else succeeded.
+-- A job that ends has its outputs' deadline set: its retention from now (jobs.retention).
 -- Returns the new counts, whether this report finished the job, and the state it ends in.
 -- JobFinished is appended by the caller's next statement: one taken after this one's lock wait
 -- sees every event committed before it (a cancel's JobCancelRequested), where this statement's
@@ -23,6 +24,9 @@ fin AS MATERIALIZED (
 )
 UPDATE jobs_job SET tasks_succeeded = fin.s, tasks_failed = fin.f, tasks_cancelled = fin.c,
        state = CASE WHEN fin.done THEN fin.final ELSE jobs_job.state END,
-       finished_at = CASE WHEN fin.done THEN %(now)s ELSE jobs_job.finished_at END
+       finished_at = CASE WHEN fin.done THEN %(now)s ELSE jobs_job.finished_at END,
+       artifacts_expire_at = CASE WHEN fin.done
+                                  THEN %(now)s + make_interval(days => jobs_job.retention_days)
+                                  ELSE jobs_job.artifacts_expire_at END
   FROM fin WHERE jobs_job.id = fin.id
 RETURNING fin.s, fin.f, fin.c, fin.done, fin.final

@@ -11,6 +11,7 @@ import pytest
 from django.db import connection, transaction
 
 from tests.conftest import client_with_key
+from tests.jobs.s3server import s3_bucket, s3_endpoint  # noqa: F401 - fixtures
 from tests.nodes.conftest import beat, capabilities, gpu, register_node  # noqa: F401
 
 CREDITS = 100  # minor units per credit

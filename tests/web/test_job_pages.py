@@ -243,6 +243,18 @@ def test_the_form_shows_the_apis_errors_on_their_fields(browsing, funded):
     assert not Job.objects.exists()
 
 
+def test_the_form_asks_how_long_outputs_are_kept(browsing, funded, settings):
+    settings.JOB_ARTIFACT_RETENTION_DAYS, settings.JOB_ARTIFACT_RETENTION_MAX_DAYS = 30, 90
+    client = browsing(funded)
+    assert 'name="retention_days"' in client.get("/jobs/new/").content.decode()
+    too_long = client.post("/jobs/new/", _form(retention_days=91))
+    assert too_long.status_code == 200 and "at most 90 days" in too_long.content.decode()
+    assert client.post("/jobs/new/", _form(retention_days=7)).status_code == 302
+    assert client.post("/jobs/new/", _form(retention_days="")).status_code == 302
+    kept = Job.objects.filter(submitter=funded).order_by("id")
+    assert [job.retention_days for job in kept] == [7, 30]
+
+
 def test_the_form_refuses_what_the_credits_cannot_hold(browsing, alice):
     response = browsing(alice).post("/jobs/new/", _form())
     assert response.status_code == 200 and not Job.objects.exists()
