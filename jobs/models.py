@@ -123,7 +123,14 @@ class Job(models.Model):
                 condition=Q(idempotency_key__isnull=False),
             ),
         ]
-        indexes = [models.Index(fields=["submitter", "-id"], name="job_submitter_recent")]
+        indexes = [
+            models.Index(fields=["submitter", "-id"], name="job_submitter_recent"),
+            # The network page's jobs finished today: WHERE finished_at >= midnight. Partial, so
+            # a job enters it once, when it ends.
+            models.Index(
+                fields=["finished_at"], name="job_finished", condition=Q(finished_at__isnull=False)
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"job {self.pk} ({self.state})"
@@ -303,6 +310,14 @@ class Attempt(models.Model):
                 fields=["node"],
                 name="attempt_active_node",
                 condition=Q(state__in=["leased", "running"]),
+            ),
+            # The network page's leaderboard: SUM(runtime_ms) of agreed attempts by node, read
+            # from the index alone (runtime_ms included); an attempt enters it at its verdict.
+            models.Index(
+                fields=["node"],
+                name="attempt_agreed_node",
+                include=["runtime_ms"],
+                condition=Q(verdict="agreed"),
             ),
         ]
 

@@ -50,6 +50,10 @@ class AppendOnlyModel(models.Model):
         _refuse(self._meta.label)
 
 
+# The events that move a market's spot price (ledger.pricing): its history.
+SPOT_EVENT_TYPES = ("SpotPriceChanged", "SpotBoundsChanged")
+
+
 class Event(AppendOnlyModel):
     """One fact. (stream, version) is unique: two writers at one version, exactly one wins."""
 
@@ -82,6 +86,14 @@ class Event(AppendOnlyModel):
         indexes = [
             # The sealer's batch query: WHERE txid >= horizon AND txid < xmin.
             models.Index(fields=["txid"], name="event_txid"),
+            # The network page's price history: WHERE type IN (…) AND recorded_at >= since.
+            # Partial: the market's events are a sliver of the log, and no other event pays
+            # for an entry in it.
+            models.Index(
+                fields=["recorded_at"],
+                name="event_spot_recent",
+                condition=models.Q(type__in=SPOT_EVENT_TYPES),
+            ),
         ]
 
     def __str__(self) -> str:
