@@ -132,6 +132,16 @@ class Leader:
     hours: float
     results: int
 
+    @property
+    def compute(self) -> str:
+        """Hours to the tenth, or minutes or seconds for a newcomer's first results."""
+        seconds = self.hours * 3600
+        if seconds >= 3600:
+            return f"{self.hours:,.1f} h"
+        if seconds >= 60:
+            return f"{seconds / 60:.0f} min"
+        return f"{seconds:.1f} s"
+
 
 def leaderboard() -> list[Leader]:
     top: list[VerifiedCompute] | None = cache.get(LEADERBOARD_KEY)

@@ -1,17 +1,18 @@
--- The markets' price history since %(since)s, for the network page: one row per market and
--- hour in which its price moved, with its price at the end of that hour and its price before
--- the hour's first move (a SpotPriceChanged's old price; a bounds change records none, so its
--- own). The WHERE clause is the event_spot_recent index's predicate (the types are
--- ledger.models.SPOT_EVENT_TYPES, written out so that the planner matches it) and key, so only
--- the window's market events are read, and at most one row per market and hour comes back
--- however often the price moved in it. Reads only; locks nothing.
-SELECT payload ->> 'region' AS region,
-       payload ->> 'tier' AS tier,
-       date_trunc('hour', recorded_at) AS hour,
-       (array_agg((payload ->> 'price_per_s_minor')::bigint ORDER BY id DESC))[1] AS closing,
-       (array_agg(COALESCE(payload ->> 'old_price_per_s_minor', payload ->> 'price_per_s_minor')::bigint ORDER BY id))[1] AS opening
-  FROM ledger_event
- WHERE type IN ('SpotPriceChanged', 'SpotBoundsChanged')
-   AND recorded_at >= %(since)s
- GROUP BY 1, 2, 3
- ORDER BY 1, 2, 3
+-- Each market's price at the end of each hour of the window: for every stream in %(streams)s
+-- and every hour from %(first)s to %(last)s, the price its last move before the hour's end
+-- left (NULL before the market opened). One probe of the event_spot_recent index per market
+-- and hour (its WHERE is the index's predicate: the types are ledger.models.SPOT_EVENT_TYPES,
+-- written out so that the planner matches it), so the cost is markets × hours however often
+-- the prices moved. Reads only; locks nothing.
+SELECT m.stream, h.hour, last_move.price
+  FROM unnest(%(streams)s::text[]) AS m(stream)
+ CROSS JOIN generate_series(%(first)s::timestamptz, %(last)s::timestamptz, interval '1 hour') AS h(hour)
+  LEFT JOIN LATERAL (
+       SELECT (e.payload ->> 'price_per_s_minor')::bigint AS price
+         FROM ledger_event e
+        WHERE e.type IN ('SpotPriceChanged', 'SpotBoundsChanged')
+          AND e.stream = m.stream
+          AND e.recorded_at < h.hour + interval '1 hour'
+        ORDER BY e.recorded_at DESC
+        LIMIT 1
+       ) AS last_move ON true

@@ -141,7 +141,8 @@ def test_the_history_reads_the_window_through_its_index():
         cursor.execute("SET enable_seqscan = off")
         with CaptureQueriesContext(connection) as captured:
             spot_history(now=NOON, hours=24)
-        cursor.execute("EXPLAIN " + captured[0]["sql"])
+        (history,) = [q["sql"] for q in captured if "LATERAL" in q["sql"]]
+        cursor.execute("EXPLAIN " + history)
         plan = " ".join(row[0] for row in cursor.fetchall())
         cursor.execute("RESET enable_seqscan")
     assert "event_spot_recent" in plan, plan
@@ -189,7 +190,7 @@ def test_the_leaderboard_ranks_verified_compute_and_names_only_who_opted_in(
     ]
     page = network().content.decode()
     assert "Bob&#x27;s Rigs" in page and page.count("anonymous operator") == 2
-    assert "1.5 h" in page
+    assert "1.5 h" in page and "15 min" in page and "10 min" in page
     for username in ("bob", "olga", "mallet"):
         assert f">{username}<" not in page
 
@@ -282,3 +283,12 @@ def test_too_many_views_from_one_address_get_the_429_page(settings):
     client = Client(REMOTE_ADDR=fresh_address())
     assert [client.get("/network/").status_code for _ in range(3)] == [200, 200, 429]
     assert int(client.get("/network/")["Retry-After"]) >= 1
+
+
+def test_verified_compute_reads_in_hours_or_for_a_newcomer_minutes_or_seconds():
+    from web.network import Leader
+
+    shown = [Leader(rank=1, name=None, hours=ms / 3_600_000, results=1).compute for ms in (
+        12_345, 90_000, 3_600_000, 45_000_000_000
+    )]  # fmt: skip
+    assert shown == ["12.3 s", "2 min", "1.0 h", "12,500.0 h"]
