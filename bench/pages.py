@@ -240,21 +240,27 @@ def measure_network(samples: int) -> None:
     print(f"worst p99: {worst:.1f} ms; {'within' if worst < 200 else 'OVER'} the 200 ms target")
 
 
-def run_network(args: argparse.Namespace) -> None:
+def run_network(args: argparse.Namespace, db: str) -> None:
     common.banner(
         f"the network page: {args.nodes:,} nodes, {args.agreed:,} agreed attempts, 7 days of prices"
     )
-    db = common.create_db(args.name + "_network")
-    try:
-        common.django_setup(db)
-        started = time.monotonic()
-        seed_network(args.nodes, args.agreed)
-        print(f"seeded in {time.monotonic() - started:.1f} s")
-        common.vacuum_analyze(db, "nodes_node", "jobs_attempt", "jobs_job", "ledger_event")
-        measure_network(args.samples)
-    finally:
-        common.close_django_connections()
-        common.drop_db(db)
+    started = time.monotonic()
+    seed_network(args.nodes, args.agreed)
+    print(f"seeded in {time.monotonic() - started:.1f} s")
+    common.vacuum_analyze(db, "nodes_node", "jobs_attempt", "jobs_job", "ledger_event")
+    measure_network(args.samples)
+
+
+def run_jobs(args: argparse.Namespace, db: str) -> None:
+    common.banner(f"submitter pages: /jobs/ for a submitter with {args.jobs:,} jobs")
+    other_id, _ = common.submitter("other")
+    user_id, _ = common.submitter("busy")
+    started = time.monotonic()
+    seed_jobs(other_id, max(1, args.jobs // 10))
+    seed_jobs(user_id, args.jobs)
+    print(f"seeded {args.jobs + args.jobs // 10:,} jobs in {time.monotonic() - started:.1f} s")
+    common.vacuum_analyze(db, "jobs_job")
+    measure(user_id, args.samples)
 
 
 def main() -> None:
@@ -266,25 +272,15 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--name", default="pages", help="database suffix")
     args = parser.parse_args()
-    if args.only != "jobs":
-        run_network(args)
-    if args.only != "network":
-        run_jobs(args)
-
-
-def run_jobs(args: argparse.Namespace) -> None:
-    common.banner(f"submitter pages: /jobs/ for a submitter with {args.jobs:,} jobs")
+    # One database for both (Django is set up once a process): the jobs page's submitter is
+    # not the network's, so neither page reads the other's rows.
     db = common.create_db(args.name)
     try:
         common.django_setup(db)
-        other_id, _ = common.submitter("other")
-        user_id, _ = common.submitter("busy")
-        started = time.monotonic()
-        seed_jobs(other_id, max(1, args.jobs // 10))
-        seed_jobs(user_id, args.jobs)
-        print(f"seeded {args.jobs + args.jobs // 10:,} jobs in {time.monotonic() - started:.1f} s")
-        common.vacuum_analyze(db, "jobs_job")
-        measure(user_id, args.samples)
+        if args.only != "jobs":
+            run_network(args, db)
+        if args.only != "network":
+            run_jobs(args, db)
     finally:
         common.close_django_connections()
         common.drop_db(db)
