@@ -88,9 +88,11 @@ def api_key_revoke(*, key: ApiKey, actor: str) -> ApiKey:
     return key
 
 
-def public_name_set(*, user, show_name: bool, public_name: str) -> PublicProfile:
-    """Show `public_name` on the public leaderboard, or stop showing it (anonymous again).
-    Writes nothing when nothing changes."""
+def public_name_set(
+    *, user, show_name: bool, public_name: str, actor: str | None = None
+) -> PublicProfile:
+    """Show `public_name` on the public leaderboard, or stop showing it (anonymous again): the
+    operator's choice, or an admin's hiding a name. Writes nothing when nothing changes."""
     name = " ".join(public_name.split())
     if show_name and not name:
         raise DomainError(
@@ -110,7 +112,7 @@ def public_name_set(*, user, show_name: bool, public_name: str) -> PublicProfile
         event_append(
             stream=f"user:{user.pk}",
             type="PublicNameSet",
-            actor=f"user:{user.pk}",
+            actor=actor or f"user:{user.pk}",
             payload={"show_name": show_name, "public_name": name},
         )
     return profile

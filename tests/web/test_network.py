@@ -17,6 +17,7 @@ from jobs.models import Attempt, Job
 from ledger.market_history import spot_history
 from ledger.models import Event, SpotPrice
 from ledger.pricing import spot_bounds_set, spot_price_set
+from ledger.verify import verify_ledger
 from nodes.models import Node
 from people.models import PublicProfile
 from tests.conftest import _user
@@ -220,6 +221,21 @@ def test_an_operator_turns_their_name_on_and_off_from_their_account(bob):
     client.post("/account/public-name/", {"public_name": "Bob Rigs"})
     assert PublicProfile.objects.get(user=bob).show_name is False
     assert Event.objects.filter(type="PublicNameSet").count() == 2
+
+
+def test_an_admin_hides_a_name_and_the_log_says_who(bob, admin_client, admin_user):
+    PublicProfile.objects.create(user=bob, show_name=True, public_name="Impostor")
+    response = admin_client.post(
+        "/admin/people/publicprofile/",
+        {"action": "hide", "_selected_action": [bob.pk]},
+        follow=True,
+    )
+    assert "1 name(s) no longer shown." in response.content.decode()
+    assert PublicProfile.objects.get(user=bob).show_name is False
+    hidden = Event.objects.get(stream=f"user:{bob.pk}", type="PublicNameSet")
+    assert hidden.actor == f"user:{admin_user.pk}"
+    assert hidden.payload == {"show_name": False, "public_name": "Impostor"}
+    assert verify_ledger(check_chain=False).ok
 
 
 def test_showing_a_name_needs_one(bob):
