@@ -2,7 +2,8 @@
 
 Online nodes by region and tier, jobs finished today, each market's spot price with its last
 24 hours, and the operators who delivered the most verified compute. Every figure is one
-grouped statement (nodes.selectors, jobs.selectors, ledger.market_history), so the page sends
+statement, a GROUP BY or an index probe per market and hour (nodes.selectors, jobs.selectors,
+ledger.market_history), so the page sends
 the same few statements for ten nodes or ten thousand. Only the leaderboard is cached (for
 LEADERBOARD_CACHE_S): it sums every agreed attempt there has ever been, a cost that grows with
 the pool's history, while its order moves by hours of compute; the rest reads indexes sized by
