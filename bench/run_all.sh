@@ -17,7 +17,7 @@ if [[ "${1:-}" == "--quick" ]]; then
   FLR=(--nodes 10000 --rounds 1)
   REL=(--requests 10 --streams 50 --stream-tokens 20 --ramp 2)
   HW=(--runs 3)
-  PAG=(--jobs 10000 --samples 50)
+  PAG=(--jobs 10000 --nodes 2000 --agreed 10000 --samples 50)
 else
   HOT=(--profile --breakdown)
   THR=(--profile)

@@ -194,6 +194,11 @@ WEB_CASHOUT_RATE = env_rate("WEB_CASHOUT_RATE", "20/hour")
 # Jobs submitted from the job form, per client address and per account (each holds credits and
 # queues its tasks; the API's own submissions count against its per-key throttle).
 WEB_JOB_SUBMIT_RATE = env_rate("WEB_JOB_SUBMIT_RATE", "30/min")
+# Views of the public network page, per client address: anyone may read it, nobody may make
+# the hub render it without end.
+WEB_NETWORK_PAGE_RATE = env_rate("WEB_NETWORK_PAGE_RATE", "60/min")
+# Operators' changes to the name they show the public, per address and per account.
+WEB_PUBLIC_NAME_RATE = env_rate("WEB_PUBLIC_NAME_RATE", "20/hour")
 # Mail (password resets, the admins' alerts). The console backend prints it (the demo);
 # production names an SMTP backend and its EMAIL_HOST, EMAIL_PORT, EMAIL_HOST_USER,
 # EMAIL_HOST_PASSWORD, EMAIL_USE_TLS.

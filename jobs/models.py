@@ -145,6 +145,14 @@ class Job(models.Model):
                 name="job_artifacts_due",
                 condition=Q(artifacts_expire_at__isnull=False, artifacts_expired_at__isnull=True),
             ),
+            # The network page's jobs finished today: WHERE finished_at >= midnight, counted by
+            # state from the index alone. Partial, so a job enters it once, when it ends.
+            models.Index(
+                fields=["finished_at"],
+                include=["state"],
+                name="job_finished",
+                condition=Q(finished_at__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -325,6 +333,14 @@ class Attempt(models.Model):
                 fields=["node"],
                 name="attempt_active_node",
                 condition=Q(state__in=["leased", "running"]),
+            ),
+            # The network page's leaderboard: SUM(runtime_ms) of agreed attempts by node, read
+            # from the index alone (runtime_ms included); an attempt enters it at its verdict.
+            models.Index(
+                fields=["node"],
+                name="attempt_agreed_node",
+                include=["runtime_ms"],
+                condition=Q(verdict="agreed"),
             ),
         ]
 

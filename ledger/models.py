@@ -50,6 +50,10 @@ class AppendOnlyModel(models.Model):
         _refuse(self._meta.label)
 
 
+# The events that move a market's spot price (ledger.pricing): its history.
+SPOT_EVENT_TYPES = ("SpotPriceChanged", "SpotBoundsChanged")
+
+
 class Event(AppendOnlyModel):
     """One fact. (stream, version) is unique: two writers at one version, exactly one wins."""
 
@@ -82,6 +86,15 @@ class Event(AppendOnlyModel):
         indexes = [
             # The sealer's batch query: WHERE txid >= horizon AND txid < xmin.
             models.Index(fields=["txid"], name="event_txid"),
+            # A market's price at a moment (ledger.market_history): WHERE type IN (…) AND
+            # stream = ? AND recorded_at < ? ORDER BY recorded_at DESC LIMIT 1, one probe.
+            # Partial: the markets' events are a sliver of the log, and no other event pays
+            # for an entry in it.
+            models.Index(
+                fields=["stream", "recorded_at"],
+                name="event_spot_recent",
+                condition=models.Q(type__in=SPOT_EVENT_TYPES),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -208,7 +221,13 @@ class Posting(AppendOnlyModel):
 
 # The economy's tables live in their own modules; importing them here registers them with the app.
 from ledger.models_cashouts import Cashout, CashoutExport, CashoutExportLine  # noqa: E402
-from ledger.models_pricing import PriceBook, PriceRule, RuleKind, SpotPrice  # noqa: E402
+from ledger.models_pricing import (  # noqa: E402
+    PriceBook,
+    PriceRule,
+    RuleKind,
+    SpotPrice,
+    spot_stream,
+)
 
 __all__ = [
     "CREDITS",
@@ -227,4 +246,5 @@ __all__ = [
     "RuleKind",
     "SealBatch",
     "SpotPrice",
+    "spot_stream",
 ]

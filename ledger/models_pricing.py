@@ -207,6 +207,11 @@ class PriceRule(models.Model):
             _refuse_frozen(book)
 
 
+def spot_stream(region: str, tier: str) -> str:
+    """The event stream of a market's price: `spot:<region>:<tier>` (`spot::cpu` for blank)."""
+    return f"spot:{region}:{tier}"
+
+
 class SpotPrice(models.Model):
     """The market price per second for a (region, tier): a projection of its events.
 
@@ -244,6 +249,10 @@ class SpotPrice(models.Model):
 
     def __str__(self) -> str:
         return f"{self.region}/{self.tier}: {self.price_per_s_minor}/s"
+
+    @property
+    def stream(self) -> str:
+        return spot_stream(self.region, self.tier)
 
     def clamp(self, price: int) -> int:
         """The nearest price the bounds allow: the market's repricer calls this."""

@@ -18,7 +18,7 @@ from core.errors import ConflictError, DomainError
 from core.regions import region_code
 from core.sql import statement
 from ledger import quotes
-from ledger.models import PriceBook, PriceRule, RuleKind, SpotPrice
+from ledger.models import PriceBook, PriceRule, RuleKind, SpotPrice, spot_stream
 from ledger.services import event_append
 
 DEFAULT_JOB_KIND = "default"
@@ -260,7 +260,7 @@ def _spot_row_locked(*, region: str, tier: str, actor: str) -> SpotPrice:
                 version=1,
             )
             event_append(
-                stream=f"spot:{region}:{tier}",
+                stream=spot_stream(region, tier),
                 type="SpotPriceChanged",
                 actor=actor,
                 expected_version=0,
@@ -311,7 +311,7 @@ def spot_price_set(*, region: str, tier: str, price: int, reason: str, actor: st
         if price == row.price_per_s_minor:
             return row
         event_append(
-            stream=f"spot:{region}:{tier}",
+            stream=spot_stream(region, tier),
             type="SpotPriceChanged",
             actor=actor,
             expected_version=row.version,
@@ -350,7 +350,7 @@ def spot_bounds_set(
         ):
             return row
         event_append(
-            stream=f"spot:{region}:{tier}",
+            stream=spot_stream(region, tier),
             type="SpotBoundsChanged",
             actor=actor,
             expected_version=row.version,

@@ -1,12 +1,12 @@
-"""Reads: an operator's nodes, and a node's history from the event log."""
+"""Reads: an operator's nodes, a node's history from the event log, and the pool's online nodes."""
 
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 from django.http import Http404
 
 from ledger.models import Event
-from nodes.models import Node
+from nodes.models import Node, NodeState
 
 
 def node_list(*, operator: Any) -> QuerySet[Node]:
@@ -33,7 +33,6 @@ def market_tflops(region: str, tier: str) -> float | None:
     from statistics import median
 
     from nodes.measured import headline_tflops
-    from nodes.models import NodeState
 
     nodes = Node.objects.filter(state=NodeState.ONLINE, tier=tier).exclude(measured={})
     if region:
@@ -41,3 +40,15 @@ def market_tflops(region: str, tier: str) -> float | None:
     figures = [headline_tflops(m) for m in nodes.values_list("measured", flat=True)[:1000]]
     measured = [f for f in figures if f]
     return round(median(measured), 3) if measured else None
+
+
+def nodes_online_by_market() -> dict[tuple[str, str], int]:
+    """Online nodes counted per (region, tier): one grouped read of the node_online_market
+    index (its key and predicate), whatever the number of nodes."""
+    rows = (
+        Node.objects.filter(state=NodeState.ONLINE)
+        .values_list("region", "tier")
+        .annotate(count=Count("*"))
+        .order_by()
+    )
+    return {(region, tier): count for region, tier, count in rows}

@@ -48,3 +48,22 @@ class ApiKey(models.Model):
     @property
     def throttle_id(self) -> str:
         return f"k{self.pk}"
+
+
+class PublicProfile(models.Model):
+    """What a person chose to show the public: today, their name on the network page's
+    leaderboard. Off unless they turn it on (no row is off too); the name shown is one they
+    type, never their username, which is half of a login."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="public_profile",
+    )
+    show_name = models.BooleanField(default=False)
+    public_name = models.CharField(max_length=40, blank=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.user}: {self.public_name if self.show_name else '(anonymous)'}"

@@ -1,4 +1,5 @@
-"""Writes about people: roles and API keys, each with its audit event."""
+"""Writes about people: roles, API keys and what they show the public, each with its audit
+event."""
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
@@ -8,7 +9,7 @@ from django.utils import timezone
 from core.errors import DomainError
 from ledger.services import event_append
 from people.keys import PERSON_PREFIX, display_prefix, generate_key, hash_key
-from people.models import ApiKey, Role
+from people.models import ApiKey, PublicProfile, Role
 from people.roles import user_roles
 
 User = get_user_model()
@@ -85,3 +86,33 @@ def api_key_revoke(*, key: ApiKey, actor: str) -> ApiKey:
             )
     key.refresh_from_db()
     return key
+
+
+def public_name_set(
+    *, user, show_name: bool, public_name: str, actor: str | None = None
+) -> PublicProfile:
+    """Show `public_name` on the public leaderboard, or stop showing it (anonymous again): the
+    operator's choice, or an admin's hiding a name. Writes nothing when nothing changes."""
+    name = " ".join(public_name.split())
+    if show_name and not name:
+        raise DomainError(
+            "a name to show is needed", fields={"public_name": ["needed to show your name"]}
+        )
+    if len(name) > 40:
+        raise DomainError(
+            "a public name is 40 characters at most", fields={"public_name": ["40 at most"]}
+        )
+    with transaction.atomic():
+        profile, _ = PublicProfile.objects.select_for_update().get_or_create(user=user)
+        if (profile.show_name, profile.public_name) == (show_name, name):
+            return profile
+        profile.show_name, profile.public_name = show_name, name
+        profile.updated_at = timezone.now()
+        profile.save(update_fields=["show_name", "public_name", "updated_at"])
+        event_append(
+            stream=f"user:{user.pk}",
+            type="PublicNameSet",
+            actor=actor or f"user:{user.pk}",
+            payload={"show_name": show_name, "public_name": name},
+        )
+    return profile

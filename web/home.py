@@ -7,7 +7,8 @@ from core.api.permissions import session_roles
 from ledger.pricing import NoRulesInForce, rules_at
 from ledger.quotes import BPS, minor_to_paise_floor
 from ledger.selectors import user_balances
-from people.models import ApiKey
+from people.models import ApiKey, PublicProfile
+from web.public_name import PublicNameForm
 
 
 class LandingPage(TemplateView):
@@ -42,8 +43,19 @@ class HomePage(LoginRequiredMixin, TemplateView):
                 return None
             return minor_to_paise_floor(minor, paise_per_credit=paise_per_credit)
 
+        roles = session_roles(user)
+        public_name_form = None
+        if "operator" in roles:
+            profile = PublicProfile.objects.filter(user=user).first()
+            public_name_form = PublicNameForm(
+                initial={
+                    "show_name": profile.show_name if profile else False,
+                    "public_name": profile.public_name if profile else "",
+                }
+            )
         return super().get_context_data(
-            roles=session_roles(user),
+            roles=roles,
+            public_name_form=public_name_form,
             balances=balances,
             earnings_paise=in_paise(balances.earnings),
             cashout_pending_paise=in_paise(balances.cashout_pending),

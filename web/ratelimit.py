@@ -1,5 +1,6 @@
-"""Budgets for the pages that take a password or send mail (log in, sign up, password reset)
-and for a signed-in person's lasting writes (an enrolment key, a cashout request).
+"""Budgets for the pages that take a password or send mail (log in, sign up, password reset),
+for a signed-in person's lasting writes (an enrolment key, a cashout request) and for the
+public network page's views.
 
 Counted as the API counts its per-key budgets (core.api.throttling.over_budget), per client
 address and, where a form names an account (log in, password reset), per that account too: many

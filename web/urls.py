@@ -1,6 +1,18 @@
 from django.urls import path
 
-from web import accounts, credits, earnings, finance, home, job_new, job_pages, keys, operator
+from web import (
+    accounts,
+    credits,
+    earnings,
+    finance,
+    home,
+    job_new,
+    job_pages,
+    keys,
+    network,
+    operator,
+    public_name,
+)
 
 app_name = "web"
 
@@ -23,7 +35,9 @@ urlpatterns = [
     path(
         "reset/done/", accounts.PasswordResetCompletePage.as_view(), name="password_reset_complete"
     ),
+    path("network/", network.NetworkPage.as_view(), name="network"),
     path("account/", home.HomePage.as_view(), name="home"),
+    path("account/public-name/", public_name.PublicNamePage.as_view(), name="public_name"),
     path("account/keys/", keys.KeysPage.as_view(), name="keys"),
     path("account/keys/<int:key_id>/revoke/", keys.KeyRevokePage.as_view(), name="key_revoke"),
     # an operator's nodes and earnings

@@ -62,6 +62,8 @@ WORLD_SETTINGS = {
     "WEB_ENROL_RATE": (1_000_000, 60),
     "WEB_CASHOUT_RATE": (1_000_000, 60),
     "WEB_JOB_SUBMIT_RATE": (1_000_000, 60),
+    "WEB_NETWORK_PAGE_RATE": (1_000_000, 60),
+    "WEB_PUBLIC_NAME_RATE": (1_000_000, 60),
 }
 # A request in force on bob's node in the relay (Redis), for the push endpoint's row.
 RELAY_REQUEST_ID = 970_000_001

@@ -158,10 +158,13 @@ MATRIX: dict[str, tuple[str, str]] = {
     "GET /reset/{uidb64}/{token}/": ("page_reset", "ok ok ok ok ok ok ok"),
     "POST /reset/{uidb64}/{token}/": ("page_reset", "ok ok ok ok ok ok ok"),
     "GET /reset/done/": ("page_public", "ok ok ok ok ok ok ok"),
+    "GET /network/": ("page_public", "ok ok ok ok ok ok ok"),
     "GET /account/": ("page_self", "login ok ok ok login ok ok"),
     "GET /account/keys/": ("page_self", "login ok ok ok login ok ok"),
     "POST /account/keys/": ("page_self", "login ok ok ok login ok ok"),
     "POST /account/keys/{key_id}/revoke/": ("page_self", "login ok 404 404 login 404 404"),
+    # the name an operator shows on the network page's leaderboard: their own only
+    "POST /account/public-name/": ("page_operator", "login ok 403 ok login 403 403"),
     # an operator's pages: their own nodes, earnings and cashouts only
     "GET /nodes/": ("page_operator", "login ok 403 ok login 403 403"),
     "GET /nodes/add/": ("page_operator", "login ok 403 ok login 403 403"),

@@ -349,7 +349,11 @@ REQUESTS: dict[str, Builder] = {
         "post", _reset_link(w), {"new_password1": "x", "new_password2": "x"}
     ),
     "GET /reset/done/": lambda w, p, o: page("get", "/reset/done/"),
+    "GET /network/": lambda w, p, o: page("get", "/network/"),
     "GET /account/": lambda w, p, o: page("get", "/account/"),
+    "POST /account/public-name/": lambda w, p, o: page(
+        "post", "/account/public-name/", {"show_name": "on", "public_name": "Matrix Rigs"}
+    ),
     "GET /account/keys/": lambda w, p, o: page("get", "/account/keys/"),
     "POST /account/keys/": lambda w, p, o: page(
         "post", "/account/keys/", {"name": "matrix", "role": ROLE_OF.get(p, "submitter")}
@@ -580,7 +584,7 @@ def test_dead_credentials_are_refused(world):
 def test_the_public_endpoints_show_no_identities(world):
     secrets = [u.username for u in world.users.values()]
     secrets += [world.node.name, world.node.agent_key_prefix, world.spare_key.prefix]
-    for path in ("/metrics", "/healthz"):
+    for path in ("/metrics", "/healthz", "/network/"):
         body = world.clients["anonymous"].get(path).content.decode()
         assert not [s for s in secrets if s in body], path
 

@@ -32,6 +32,8 @@ def _unspendable_budgets(settings) -> None:
     settings.WEB_ENROL_RATE = UNSPENDABLE
     settings.WEB_CASHOUT_RATE = UNSPENDABLE
     settings.WEB_JOB_SUBMIT_RATE = UNSPENDABLE
+    settings.WEB_NETWORK_PAGE_RATE = UNSPENDABLE
+    settings.WEB_PUBLIC_NAME_RATE = UNSPENDABLE
 
 
 def fresh_address() -> str:
