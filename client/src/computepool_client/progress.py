@@ -27,14 +27,17 @@ class Bar:
         self.enabled = enabled
         self._drawn = 0.0
         self._width = 0
+        self._pending: tuple[float, str] | None = None
 
     def update(self, fraction: float, text: str, *, force: bool = False) -> None:
         if not self.enabled:
             return
         now = time.monotonic()
         if not force and now - self._drawn < MIN_REDRAW_S:
+            self._pending = (fraction, text)  # drawn by the next update, or by close
             return
         self._drawn = now
+        self._pending = None
         fraction = min(1.0, max(0.0, fraction))
         filled = round(WIDTH * fraction)
         line = f"{self.label} [{'#' * filled}{'.' * (WIDTH - filled)}] {fraction:4.0%} {text}"
@@ -44,6 +47,8 @@ class Bar:
         self.stream.flush()
 
     def close(self) -> None:
+        if self._pending is not None:
+            self.update(*self._pending, force=True)
         if self.enabled and self._width:
             self.stream.write("\n")
             self.stream.flush()
