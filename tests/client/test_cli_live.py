@@ -3,8 +3,8 @@ job.yaml runs to the end, its logs are followed, its outputs downloaded with the
 verified; failures, cancels and refusals end with their exit codes. Every request the command
 sent is then checked against the schema the live hub serves."""
 
-import hashlib
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -12,29 +12,16 @@ import requests
 
 from ledger.funding import credits_grant
 from people.services import api_key_create, user_create
-from tests.client.conftest import Cli
+from tests.client.conftest import ROOT, Cli
 from tests.client.schema import request_problems
 from tests.e2e.test_job_run import start_agent
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
-JOB_YAML = """\
-name: shout
-kind: script
-script: |
-  echo "slice $CP_SLICE_INDEX of $CP_SLICE_COUNT"
-  echo "CP_PROGRESS 50 halfway"
-  tr a-z A-Z < "$COMPUTEPOOL_IN/words.txt" > "$COMPUTEPOOL_OUT/upper-$CP_SLICE_INDEX.txt"
-  echo "slice $CP_SLICE_INDEX done" >&2
-slices: 2
-timeout_s: 60
-price_ceiling: 500
-requirements:
-  cpu_cores: 1
-  ram_mb: 256
-inputs:
-  words.txt: data/words.txt
-"""
+DOC = (ROOT / "docs" / "client.md").read_text()
+# The examples of docs/client.md, run as they are written there.
+JOB_YAML = re.search(r"```yaml\n(.*?)```", DOC, re.S).group(1)
+LIBRARY_EXAMPLE = re.search(r"```python\n(.*?)```", DOC, re.S).group(1)
 WORDS = b"pooled compute\n"
 
 
@@ -144,37 +131,31 @@ def test_refusals_are_one_line_with_the_hubs_code_and_their_exit_code(live_stack
     )
 
 
-def test_the_python_api_submits_follows_and_downloads(live_stack, tmp_path, client_src_on_path):
-    from computepool_client import Client
+def test_the_library_as_the_docs_show_it(
+    live_stack, tmp_path, client_src_on_path, monkeypatch, capsys
+):
+    from computepool_client import Client, Progress
 
     cli = _submitter(live_stack, tmp_path)
+    monkeypatch.chdir(tmp_path)
+    example = LIBRARY_EXAMPLE.replace('"http://127.0.0.1:8000"', repr(live_stack.url))
+    example = example.replace('"cpk_…"', repr(cli.key))
+    assert example.count(cli.key) == 1
+    namespace: dict = {}
+    exec(example, namespace)  # noqa: S102 - the documented example, run as written
+    assert capsys.readouterr().out == "hello\n"
+    assert namespace["paths"] == [Path("out/out.txt")]
+    assert Path("out/out.txt").read_bytes() == b"hello\n"
+
+    # The same submission with the same key is the same job, however often it is sent.
     client = Client(live_stack.url, cli.key, trace=cli.trace)
-    job = client.jobs.submit(
-        kind="script",
-        script='cat "$COMPUTEPOOL_IN/a.txt"; cp "$COMPUTEPOOL_IN/a.txt" "$COMPUTEPOOL_OUT/out.txt"',
-        inputs={"a.txt": b"hello\n"},
-        timeout_s=60,
-        price_ceiling=500,
-        idempotency_key="python-api",
-    )
-    again = client.jobs.submit(
-        kind="script",
-        script='cat "$COMPUTEPOOL_IN/a.txt"; cp "$COMPUTEPOOL_IN/a.txt" "$COMPUTEPOOL_OUT/out.txt"',
-        inputs={"a.txt": b"hello\n"},
-        timeout_s=60,
-        price_ceiling=500,
-        idempotency_key="python-api",
-    )
-    assert again["id"] == job["id"]
-    seen = []
-    assert "".join(c["data"] for c in client.jobs.logs(job, follow=True)) == "hello\n"
-    done = client.jobs.wait(job, on_progress=seen.append)
-    assert done["state"] == "succeeded"
-    assert seen[-1].percent == 100
-    (path,) = client.jobs.download(done, tmp_path / "out")
-    assert path.read_bytes() == b"hello\n"
-    artifact = done["tasks"][0]["attempts"][-1]["artifacts"][0]
-    assert hashlib.sha256(path.read_bytes()).hexdigest() == artifact["sha256"]
+    spec = {"kind": "script", "script": "exit 0", "timeout_s": 60, "price_ceiling": 500}
+    job = client.jobs.submit(idempotency_key="python-api", **spec)
+    assert client.jobs.submit(idempotency_key="python-api", **spec)["id"] == job["id"]
+    seen: list[Progress] = []
+    assert client.jobs.wait(job, on_progress=seen.append)["state"] == "succeeded"
+    assert seen[-1] == Progress("succeeded", 1, 1, 100)
+    assert [j["id"] for j in client.jobs.list()] == [job["id"], namespace["job"]["id"]]
     _check_trace_against_served_schema(cli, live_stack.url)
 
 

@@ -54,7 +54,11 @@ def test_one_result_per_slice_and_a_shared_name_goes_under_its_slice(client_src_
 
     job = {
         "tasks": [
-            {"index": 1, "replica": 0, "attempts": [_attempt("succeeded", "rejected", "wrong.txt")]},
+            {
+                "index": 1,
+                "replica": 0,
+                "attempts": [_attempt("succeeded", "rejected", "wrong.txt")],
+            },
             {"index": 1, "replica": 1, "attempts": [_attempt("succeeded", "agreed", "out.txt")]},
             {"index": 0, "replica": 0, "attempts": [_attempt("failed", "", "out.txt")]},
             {

@@ -83,7 +83,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if args.json and not (args.wait or args.follow or args.output):
         _print_json(job)
         return EXIT_OK
-    print(job["id"], flush=True)
+    if not args.json:
+        print(job["id"], flush=True)
     if not (args.wait or args.follow or args.output):
         return EXIT_OK
     if args.follow:
