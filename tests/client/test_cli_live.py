@@ -53,6 +53,9 @@ def test_a_job_file_runs_to_its_outputs_through_the_command(live_stack, tmp_path
     assert quote["max_minor"] == 500 * 60 * 2
     assert (quote["tier"], quote["region"]) == ("cpu", "")
 
+    quoted = _ok(cli("quote", "job.yaml", "--tier", "cpu", cwd=tmp_path))
+    assert quoted.startswith("holds at most 600.00 credits (60000 minor units)\n")
+
     job = int(_ok(cli("submit", "job.yaml", cwd=tmp_path)))
     followed = cli("logs", "-f", str(job))
     assert _ok(followed).count("\n") >= 2
@@ -78,6 +81,13 @@ def test_a_job_file_runs_to_its_outputs_through_the_command(live_stack, tmp_path
     timeline = [line.split("\t")[2] for line in _ok(cli("timeline", str(job))).splitlines()]
     assert timeline[0] == "JobSubmitted"
     assert timeline.count("AttemptSucceeded") == 2
+
+    # All at once, as docs/client.md shows it: submit, follow, wait, download.
+    whole = _ok(cli("submit", "job.yaml", "--wait", "-f", "-o", "again", cwd=tmp_path))
+    lines = whole.splitlines()
+    assert lines[-1] == f"job {lines[0]}: succeeded (2/2 tasks)"
+    assert {"slice 0 of 2", "slice 1 of 2"} <= set(lines)
+    assert sorted(p.name for p in (tmp_path / "again").iterdir()) == ["upper-0.txt", "upper-1.txt"]
 
     # A job whose script fails: --wait ends with 1.
     (tmp_path / "fails.yaml").write_text(

@@ -11,7 +11,8 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, get_args
 
 from computepool_client.client import Client, client_version
@@ -51,12 +52,13 @@ class UsageError(ComputePoolError):
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return args.run(args)
+        code: int = args.run(args)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except ComputePoolError as exc:
         print(f"computepool: {exc}", file=sys.stderr)
         return _exit_code(exc)
+    return code
 
 
 def _exit_code(exc: ComputePoolError) -> int:
@@ -245,7 +247,7 @@ def _report_end(job: JobDetail, args: argparse.Namespace) -> int:
     return EXIT_OK if job["state"] == "succeeded" else EXIT_JOB_FAILED
 
 
-def _download(client: Client, job: int, args: argparse.Namespace) -> list:
+def _download(client: Client, job: int, args: argparse.Namespace) -> list[Path]:
     bar = Bar(f"get {job}", enabled=_bar_enabled(args))
     try:
         return client.jobs.download(
@@ -291,7 +293,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=client_version())
     sub = parser.add_subparsers(required=True, metavar="command")
 
-    def command(name: str, run: Any, help_text: str, *, parents: Sequence = (), aliases=()):
+    def command(
+        name: str,
+        run: Callable[[argparse.Namespace], int],
+        help_text: str,
+        *,
+        parents: Sequence[argparse.ArgumentParser] = (),
+        aliases: Sequence[str] = (),
+    ) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, parents=[common, *parents], aliases=aliases)
         p.set_defaults(run=run)
         return p

@@ -110,18 +110,6 @@ class Jobs:
         response = self._http.call(ops.JOB_SUBMIT, body=body, headers={"Idempotency-Key": key})
         return cast(Job, response.json())
 
-    def list(
-        self, *, state: str | None = None, kind: str | None = None, limit: int = 50
-    ) -> list[Job]:
-        """Your jobs, newest first, at most `limit`."""
-        query = {"state": state, "kind": kind, "page_size": min(limit, 200)}
-        jobs: list[Job] = []
-        for job in self._pages(ops.JOB_LIST, {}, query):
-            jobs.append(cast(Job, job))
-            if len(jobs) >= limit:
-                break
-        return jobs
-
     def get(self, job: JobRef) -> JobDetail:
         """The job with its tasks, their attempts and each attempt's output files."""
         response = self._http.call(ops.JOB_GET, path_params={"job_id": job_id(job)})
@@ -211,15 +199,28 @@ class Jobs:
         for output in wanted:
             path = root / output.relative_path
             if not (path.is_file() and _sha256(path) == output.artifact["sha256"].lower()):
-                self._fetch(
-                    output.artifact,
-                    path,
-                    lambda n, base=done: _report(on_progress, base + n, total),
-                )
+                before = done
+
+                def received(n: int, before: int = before) -> None:
+                    _report(on_progress, before + n, total)
+
+                self._fetch(output.artifact, path, received)
             done += output.artifact["size"]
             _report(on_progress, done, total)
             paths.append(path)
         return paths
+
+    def list(
+        self, *, state: str | None = None, kind: str | None = None, limit: int = 50
+    ) -> list[Job]:
+        """Your jobs, newest first, at most `limit`."""
+        query = {"state": state, "kind": kind, "page_size": min(limit, 200)}
+        jobs: list[Job] = []
+        for job in self._pages(ops.JOB_LIST, {}, query):
+            jobs.append(cast(Job, job))
+            if len(jobs) >= limit:
+                break
+        return jobs
 
     def _fetch(self, artifact: Artifact, path: Path, on_bytes: Callable[[int], None]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -108,7 +108,7 @@ class Transport:
 
 
 def _backoff(attempt: int) -> float:
-    return min(8.0, 0.5 * 2**attempt)
+    return min(8.0, 0.5 * 2.0**attempt)
 
 
 def _retry_after(response: requests.Response, attempt: int) -> float:
