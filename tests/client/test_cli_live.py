@@ -106,6 +106,7 @@ def test_a_job_file_runs_to_its_outputs_through_the_command(live_stack, tmp_path
     assert _ok(cli("cancel", str(queued))) == f"job {queued}: cancel requested, cancelled\n"
     cancelled = cli("wait", str(queued))
     assert (cancelled.returncode, cancelled.stdout) == (1, f"job {queued}: cancelled (1/1 tasks)\n")
+    assert cancelled.stderr == ""  # no bar: stderr is not a terminal and --progress was not given
 
     _check_trace_against_served_schema(cli, live_stack.url)
 
