@@ -167,6 +167,24 @@ def test_the_library_as_the_docs_show_it(
     assert client.jobs.wait(job, on_progress=seen.append)["state"] == "succeeded"
     assert seen[-1] == Progress("succeeded", 1, 1, 100)
     assert [j["id"] for j in client.jobs.list()] == [job["id"], namespace["job"]["id"]]
+
+    # In pages of two: a log followed while it is written, across pages and re-reads of the
+    # last one, comes out whole and once; the timeline and the list read the same as in one.
+    small = Client(live_stack.url, cli.key, trace=cli.trace, page_size=2)
+    slow = small.jobs.submit(
+        kind="script",
+        script="for i in 1 2 3 4 5 6; do echo line $i; sleep 0.4; done",
+        timeout_s=60,
+        price_ceiling=500,
+    )
+    followed = "".join(c["data"] for c in small.jobs.logs(slow, follow=True, interval=0.2))
+    assert followed == "".join(f"line {i}\n" for i in range(1, 7))
+    assert len(list(client.jobs.logs(slow))) >= 3  # it did span pages
+    assert small.jobs.timeline(slow) == client.jobs.timeline(slow)
+    assert len(client.jobs.timeline(slow)) > 2
+    assert small.jobs.list(limit=10) == client.jobs.list()
+    assert len(client.jobs.list()) == 3
+    assert cli.key not in cli.trace.read_text()
     _check_trace_against_served_schema(cli, live_stack.url)
 
 

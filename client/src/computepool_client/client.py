@@ -37,11 +37,13 @@ class Client:
         *,
         session: requests.Session | None = None,
         trace: str | Path | None = None,
+        page_size: int = 200,
     ) -> None:
         self._http = Transport(
             hub, key, session=session, trace=trace, user_agent=f"computepool/{client_version()}"
         )
-        self.jobs = Jobs(self._http)
+        # Rows a list, log or timeline read asks for at once (at most 200, the hub's limit).
+        self.jobs = Jobs(self._http, page_size=page_size)
 
     @property
     def hub(self) -> str:

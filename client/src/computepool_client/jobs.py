@@ -29,7 +29,8 @@ from computepool_client.transport import Transport
 
 JobRef = int | Mapping[str, Any]
 CHUNK_BYTES = 256 * 1024
-LOG_PAGE = 200
+# The most the hub gives in one page (core.api.pagination).
+MAX_PAGE = 200
 
 
 @dataclass(frozen=True)
@@ -94,8 +95,9 @@ def outputs_of(job: JobDetail) -> list[Output]:
 
 
 class Jobs:
-    def __init__(self, transport: Transport) -> None:
+    def __init__(self, transport: Transport, *, page_size: int = MAX_PAGE) -> None:
         self._http = transport
+        self._page_size = min(page_size, MAX_PAGE)
 
     def submit(self, *, idempotency_key: str | None = None, **spec: Unpack[JobSubmit]) -> Job:
         """Submit a job; the hub holds its worst-case cost. The request always carries an
@@ -121,7 +123,9 @@ class Jobs:
 
     def timeline(self, job: JobRef) -> list[TimelineEvent]:
         """The job's events, oldest first."""
-        events = self._pages(ops.JOB_TIMELINE, {"job_id": job_id(job)}, {"page_size": 200})
+        events = self._pages(
+            ops.JOB_TIMELINE, {"job_id": job_id(job)}, {"page_size": self._page_size}
+        )
         return sorted((cast(TimelineEvent, e) for e in events), key=lambda e: e["id"])
 
     def wait(
@@ -157,7 +161,7 @@ class Jobs:
         """The job's log chunks, oldest first. With `follow`, new chunks as they arrive until
         the job has ended and its last chunk was read."""
         ident = job_id(job)
-        query: dict[str, Any] = {"attempt": attempt, "stream": stream, "page_size": LOG_PAGE}
+        query: dict[str, Any] = {"attempt": attempt, "stream": stream, "page_size": self._page_size}
         cursor: str | None = None  # of the page read last: read again, it holds what came since
         seen = 0
         ended = False
@@ -214,7 +218,7 @@ class Jobs:
         self, *, state: str | None = None, kind: str | None = None, limit: int = 50
     ) -> list[Job]:
         """Your jobs, newest first, at most `limit`."""
-        query = {"state": state, "kind": kind, "page_size": min(limit, 200)}
+        query = {"state": state, "kind": kind, "page_size": min(limit, self._page_size)}
         jobs: list[Job] = []
         for job in self._pages(ops.JOB_LIST, {}, query):
             jobs.append(cast(Job, job))
