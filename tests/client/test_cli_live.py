@@ -103,6 +103,11 @@ def test_a_job_file_runs_to_its_outputs_through_the_command(live_stack, tmp_path
         "requirements: {gpu_tiers: [rtx-4090]}\n"
     )
     queued = int(_ok(cli("submit", "gpu.yaml", cwd=tmp_path)))
+    timed_out = cli("wait", str(queued), "--timeout", "0")
+    assert (timed_out.returncode, timed_out.stderr) == (
+        6,
+        f"computepool: job {queued} is still queued\n",
+    )
     assert _ok(cli("cancel", str(queued))) == f"job {queued}: cancel requested, cancelled\n"
     cancelled = cli("wait", str(queued))
     assert (cancelled.returncode, cancelled.stdout) == (1, f"job {queued}: cancelled (1/1 tasks)\n")
