@@ -71,3 +71,12 @@ def test_one_result_per_slice_and_a_shared_name_goes_under_its_slice(client_src_
     }
     placed = [(o.task_index, str(o.relative_path)) for o in outputs_of(job)]
     assert placed == [(0, "log"), (0, "slice-0/out.txt"), (1, "slice-1/out.txt")]
+
+
+@pytest.mark.parametrize("name", ["../escape", "/etc/passwd", "a/b", "..", ""])
+def test_an_output_name_that_is_a_path_is_refused(client_src_on_path, name):
+    from computepool_client import HubUnavailable, outputs_of
+
+    job = {"tasks": [{"index": 0, "replica": 0, "attempts": [_attempt("succeeded", "", name)]}]}
+    with pytest.raises(HubUnavailable, match="not a file name"):
+        outputs_of(job)

@@ -61,18 +61,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
+EXIT_CODES: dict[type[ComputePoolError], int] = {
+    HubError: EXIT_REFUSED,
+    HubUnavailable: EXIT_UNAVAILABLE,
+    ChecksumMismatch: EXIT_CHECKSUM,
+    WaitTimeout: EXIT_TIMEOUT,
+    JobFileError: EXIT_USAGE,
+    UsageError: EXIT_USAGE,
+}
+
+
 def _exit_code(exc: ComputePoolError) -> int:
-    for kind, code in (
-        (HubError, EXIT_REFUSED),
-        (HubUnavailable, EXIT_UNAVAILABLE),
-        (ChecksumMismatch, EXIT_CHECKSUM),
-        (WaitTimeout, EXIT_TIMEOUT),
-        (JobFileError, EXIT_USAGE),
-        (UsageError, EXIT_USAGE),
-    ):
-        if isinstance(exc, kind):
-            return code
-    return EXIT_JOB_FAILED
+    return next(code for kind, code in EXIT_CODES.items() if isinstance(exc, kind))
 
 
 # --- commands -----------------------------------------------------------------------------

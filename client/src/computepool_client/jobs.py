@@ -15,7 +15,7 @@ from typing import Any, Unpack, cast
 from urllib.parse import parse_qs, urlsplit
 
 from computepool_client import operations as ops
-from computepool_client.errors import ChecksumMismatch, WaitTimeout
+from computepool_client.errors import ChecksumMismatch, HubUnavailable, WaitTimeout
 from computepool_client.models import (
     ENDED,
     Artifact,
@@ -88,7 +88,8 @@ def outputs_of(job: JobDetail) -> list[Output]:
         for artifact in artifacts:
             name = artifact["name"]
             if Path(name).name != name or name in ("", ".", ".."):
-                raise ValueError(f"the hub named an output {name!r}, which is not a file name")
+                # Never a path: a name like "../x" would write outside the folder asked for.
+                raise HubUnavailable(f"the hub named an output {name!r}, which is not a file name")
             where = Path(f"slice-{index}", name) if name in shared else Path(name)
             out.append(Output(index, artifact, where))
     return out
