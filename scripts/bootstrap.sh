@@ -17,7 +17,7 @@ else
   files=(requirements/base.txt requirements/agent.txt requirements/inference.txt requirements/local.txt)
 fi
 stamp=".venv/.installed-$profile"
-digest=$(cat "${files[@]}" requirements/*.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+digest=$(cat "${files[@]}" requirements/*.txt pyproject.toml client/pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$digest" ]; then
   exit 0
 fi
@@ -30,6 +30,13 @@ for f in "${files[@]}"; do args+=(-r "$f"); done
 if ! .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e . \
     >.venv/agent-install.log 2>&1; then
   cat .venv/agent-install.log >&2
+  exit 1
+fi
+# The submitters' client (the `computepool` command, docs/client.md), from this checkout; its
+# requirements (requests, PyYAML) are pinned in the files above.
+if ! .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e client \
+    >.venv/client-install.log 2>&1; then
+  cat .venv/client-install.log >&2
   exit 1
 fi
 echo "$digest" > "$stamp"
