@@ -48,6 +48,7 @@ class JobSubmit(TypedDict, total=False):
     price_ceiling: int
     verification: Verification
     webhook_url: str
+    retention_days: int
 
 
 class Job(TypedDict):
@@ -69,6 +70,9 @@ class Job(TypedDict):
     created_at: str
     finished_at: str | None
     cancel_requested_at: str | None
+    retention_days: int
+    artifacts_expire_at: str | None  # when its outputs are deleted (set when it ends)
+    artifacts_expired_at: str | None  # when they were
 
 
 class Artifact(TypedDict):
@@ -77,6 +81,7 @@ class Artifact(TypedDict):
     size: int
     sha256: str
     created_at: str
+    deleted_at: str | None  # deleted by the job's retention: no longer downloadable
 
 
 class Attempt(TypedDict):
