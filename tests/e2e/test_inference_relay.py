@@ -5,8 +5,11 @@ between the two through Redis; the hold and settlement through the ledger, which
 The hub processes are uvicorn (ASGI), as the relay is deployed; the stack's gunicorn hub,
 worker and beat run beside them (registration, the reaper, sealing)."""
 
+import contextlib
+import io
 import json
 import os
+import re
 import signal
 import threading
 import time
@@ -34,6 +37,7 @@ from tests.inference.conftest import price_tokens
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "inference.md"
 GRANT = 1_000_000
 RATE_IN, RATE_OUT = 1, 2  # minor units a token (1 000 000 and 2 000 000 a million)
 RELAY_ENV = {
@@ -206,6 +210,16 @@ def test_two_agents_serve_streamed_and_whole_answers_through_two_hubs(relay_stac
         return out if "loaded (the running agent's last heartbeat): tiny" in out else None
 
     assert "tiny  0.4 MB  sha256" in r.stack.wait_until("agent-1 to report tiny loaded", listed)
+
+    # docs/inference.md's example, as written but for its hub and key.
+    example = re.search(r"```python\n(.*?)```", DOCS.read_text(), re.S).group(1)
+    example = example.replace("https://hub.example/v1", f"{r.client_url}/v1")
+    example = example.replace('"cpk_…"', repr(r.sub_key))
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(example, str(DOCS), "exec"), {})  # noqa: S102 - the page's own code
+    assert printed.getvalue()
+    assert InferenceRequest.objects.latest("id").completion_tokens == 64
 
 
 def test_a_node_dead_before_its_first_token_is_replaced_unseen(relay_stack, tmp_path):
