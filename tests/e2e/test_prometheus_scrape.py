@@ -134,16 +134,29 @@ def worker_ports() -> dict[str, int]:
 
 
 @pytest.fixture
-def live_stack_env(tmp_path: Path, worker_ports: dict[str, int]) -> dict[str, str]:
-    # One directory for every process's counters, as the demo runs them (docs/metrics.md).
+def live_stack_env() -> dict[str, str]:
     return {
-        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),
-        "WORKER_METRICS_PORT": str(worker_ports["worker"]),
-        "BEAT_METRICS_PORT": str(worker_ports["beat"]),
         "METRICS_CACHE_S": "1",
         # One heartbeat keeps the node online for the whole test; the reapers still run each
         # second, so their figures have samples.
         "NODE_HEARTBEAT_INTERVAL_S": "300",
+    }
+
+
+@pytest.fixture
+def live_stack_process_env(tmp_path: Path, worker_ports: dict[str, int]) -> dict[str, dict]:
+    # A multiprocess directory each, as docker-compose.yml gives each container a tmpfs: each
+    # process shows only what it counted, and the dashboard's sums add them up.
+    return {
+        "hub": {"PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics-hub")},
+        "worker": {
+            "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics-worker"),
+            "WORKER_METRICS_PORT": str(worker_ports["worker"]),
+        },
+        "beat": {
+            "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics-beat"),
+            "BEAT_METRICS_PORT": str(worker_ports["beat"]),
+        },
     }
 
 
@@ -161,6 +174,7 @@ def prometheus(
         "relay",
         ["-m", "uvicorn", "computepool.asgi:application", "--host", "127.0.0.1", "--port",
          str(relay_port)],
+        live_stack.env | {"PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics-relay")},
     )  # fmt: skip
     targets = {
         "hub": live_stack.url.removeprefix("http://"),
@@ -291,6 +305,21 @@ def test_prometheus_stores_every_documented_series_and_runs_every_dashboard_quer
                 prometheus, queries[(panel, "A")], **labels
             ),
             timeout=60,
+        )
+    # Summed over every scraped process, as the panels sum them, each claim, attempt and job
+    # counts once: no process shows another's counters.
+    for expr, count in [
+        ('sum(computepool_claims_total{result="leased"})', 5),
+        ("sum(computepool_claim_seconds_count)", 5),
+        ('sum(computepool_attempts_total{outcome="succeeded"})', 5),
+        ('sum(computepool_jobs_finished_total{state="succeeded"})', 2),
+    ]:
+        live_stack.wait_until(
+            f"{expr} == {count}",
+            lambda expr=expr, count=count: (
+                [float(row["value"][1]) for row in prometheus.query(expr)] == [count]
+            ),
+            timeout=30,
         )
     assert _positive(prometheus, queries[("GPU temperature by tier", "A")], stat="max")
     assert prometheus.query(queries[("Live tasks by state", "A")])
