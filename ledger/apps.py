@@ -19,7 +19,7 @@ class LedgerConfig(AppConfig):
         from ledger.economy_projection import EconomyProjection
 
         register_projection(EconomyProjection())
-        register_gauge("computepool_events_total", metrics.EVENTS_HELP, metrics.event_samples)
+        register_gauge("computepool_events", metrics.EVENTS_HELP, metrics.event_samples)
         register_gauge(
             "computepool_cashouts_open",
             "Cashouts waiting on finance, by status (requested, approved).",

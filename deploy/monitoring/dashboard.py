@@ -127,7 +127,7 @@ ROWS: list[tuple[str, list[tuple[str, str, list[tuple[str, str]]]]]] = [
             (
                 "Event log",
                 "short",
-                [(f"computepool_events_total{{{HUB}}}", "{{kind}}")],
+                [(f"computepool_events{{{HUB}}}", "{{kind}}")],
             ),
         ],
     ),

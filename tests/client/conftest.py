@@ -13,6 +13,7 @@ from tests.e2e.conftest import (  # noqa: F401 - fixtures used by the tests here
     ROOT,
     live_stack,
     live_stack_env,
+    live_stack_process_env,
     pytest_runtest_makereport,
 )
 

@@ -20,7 +20,7 @@ def scrape(client) -> dict[tuple[str, tuple], float]:
 
 
 def events(client, kind: str) -> float:
-    return scrape(client)[("computepool_events_total", (("kind", kind),))]
+    return scrape(client)[("computepool_events", (("kind", kind),))]
 
 
 @pytest.mark.django_db
@@ -28,7 +28,7 @@ def test_metrics_are_in_prometheus_format(client):
     response = client.get("/metrics")
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/plain")
-    assert "computepool_events_total" in response.content.decode()
+    assert "computepool_events" in response.content.decode()
 
 
 # The sealer takes only committed events, so this test commits for real.

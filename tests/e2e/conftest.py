@@ -246,8 +246,19 @@ def live_stack_env() -> dict[str, str]:
 
 
 @pytest.fixture
+def live_stack_process_env() -> dict[str, dict[str, str]]:
+    """More environment for one of the live stack's processes ("hub", "worker", "beat"), over
+    `live_stack_env`: what a deployment gives one container and not the others."""
+    return {}
+
+
+@pytest.fixture
 def live_stack(
-    transactional_db, tmp_path: Path, settings, live_stack_env: dict[str, str]
+    transactional_db,
+    tmp_path: Path,
+    settings,
+    live_stack_env: dict[str, str],
+    live_stack_process_env: dict[str, dict[str, str]],
 ) -> Iterator[LiveStack]:
     from django.db import connection
 
@@ -293,9 +304,12 @@ def live_stack(
     try:
         setup = stack.run(["manage.py", "setup_periodic_tasks"])
         assert setup.returncode == 0, setup.stderr
-        stack.spawn("hub", [*HUB, "-b", f"127.0.0.1:{port}"])
-        stack.spawn("worker", WORKER)
-        stack.spawn("beat", [*BEAT, "-s", str(tmp_path / "beat-schedule")])
+        own = {
+            name: env | live_stack_process_env.get(name, {}) for name in ("hub", "worker", "beat")
+        }
+        stack.spawn("hub", [*HUB, "-b", f"127.0.0.1:{port}"], own["hub"])
+        stack.spawn("worker", WORKER, own["worker"])
+        stack.spawn("beat", [*BEAT, "-s", str(tmp_path / "beat-schedule")], own["beat"])
         stack.wait_until(
             "the hub's /healthz",
             lambda: requests.get(f"{stack.url}/healthz", timeout=2).status_code == 200,

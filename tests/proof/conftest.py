@@ -33,6 +33,7 @@ from tests.conftest import client_with_key, key_for
 from tests.e2e.conftest import (  # noqa: F401
     live_stack,
     live_stack_env,
+    live_stack_process_env,
     private_postgres,
     pytest_runtest_makereport,
 )
