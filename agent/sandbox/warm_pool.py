@@ -33,6 +33,9 @@ IDLE_COMMAND = ["sleep", "infinity"]
 # A job's limits are the container's, so each combination is a shape of its own; few are in use
 # at a time on one machine, and each kept warm is a container sitting idle.
 MAX_SHAPES = 4
+# How long a job waits for a container of its shape that is being started, rather than start
+# one of its own beside it: two starts at once on a busy engine each take longer than one.
+STARTING_WAIT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,8 @@ class WarmPool:
         self._start = start
         self._discard = discard
         self._lock = threading.Lock()
+        # Notified whenever a container has been started (or failed to be), or the pool closed.
+        self._changed = threading.Condition(self._lock)
         # The shapes in the order they were last asked for, the latest last.
         self._idle: OrderedDict[Shape, list[WarmContainer]] = OrderedDict()
         self._starting: dict[Shape, int] = {}
@@ -105,11 +110,18 @@ class WarmPool:
     def take(self, shape: Shape) -> WarmContainer | None:
         """A warm container of `shape`, now the caller's alone, or None; either way another of
         that shape is started for the next job."""
-        with self._lock:
+        with self._changed:
             if self._closed or shape in self._refused:
                 return None
-            ready = self._idle.setdefault(shape, [])
+            self._idle.setdefault(shape, [])
             self._idle.move_to_end(shape)
+            self._changed.wait_for(
+                lambda: self._idle.get(shape) or not self._starting.get(shape) or self._closed,
+                timeout=STARTING_WAIT_S,
+            )
+            if self._closed:
+                return None
+            ready = self._idle.setdefault(shape, [])
             warm = ready.pop(0) if ready else None
             if warm is not None:
                 self.served += 1
@@ -137,10 +149,11 @@ class WarmPool:
 
     def close(self) -> None:
         """Remove every idle container; what is being started is removed once it is."""
-        with self._lock:
+        with self._changed:
             self._closed = True
             idle = [warm for ready in self._idle.values() for warm in ready]
             self._idle.clear()
+            self._changed.notify_all()
         self._wanted.put(None)
         for warm in idle:
             self._discard(warm)
@@ -177,14 +190,16 @@ class WarmPool:
                     shape.image,
                     exc,
                 )
-                with self._lock:
+                with self._changed:
                     self._starting[shape] -= 1
                     self._refused.add(shape)
+                    self._changed.notify_all()
                 continue
-            with self._lock:
+            with self._changed:
                 self._starting[shape] -= 1
                 keep = not self._closed and shape in self._idle
                 if keep:
                     self._idle[shape].append(warm)
+                self._changed.notify_all()
             if not keep:
                 self._discard(warm)

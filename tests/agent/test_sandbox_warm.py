@@ -8,6 +8,7 @@ container. These are the pool's own duties, against a real engine under runc and
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 
@@ -23,7 +24,7 @@ from agent.sandbox.docker_sandbox import (
     container_kwargs,
     has_runtime,
 )
-from agent.sandbox.warm_pool import MAX_SHAPES, Shape
+from agent.sandbox.warm_pool import MAX_SHAPES, Shape, WarmContainer
 from agent.sandbox.workspace import Workspace
 from tests.agent.conftest import TEST_POLICY, _missing, job
 
@@ -146,3 +147,25 @@ def test_a_gpu_job_never_takes_a_warm_container(pooled: DockerSandbox) -> None:
 
     shape = Shape.of(job("true", gpus=1), pooled._runtime)
     assert pooled.pool is not None and pooled.pool.idle(shape) == 0
+
+
+def test_a_job_takes_the_container_being_started_for_it(pooled: DockerSandbox) -> None:
+    """On a busy engine a second start beside the first would make both slower."""
+    assert pooled.pool is not None
+    gate = threading.Event()
+    start = pooled.pool._start
+
+    def held_at_the_gate(shape: Shape) -> WarmContainer:
+        gate.wait()
+        return start(shape)
+
+    pooled.pool._start = held_at_the_gate
+    cold = pooled.run(job("true", memory_mb=96))  # none yet: one is asked for, and held
+    cold.cleanup()
+    opening = threading.Timer(0.5, gate.set)
+    opening.start()
+    warm = pooled.run(job("true", memory_mb=96))
+    warm.cleanup()
+    opening.join()
+
+    assert (cold.exit_code, warm.exit_code, pooled.pool.served) == (0, 0, 1)
