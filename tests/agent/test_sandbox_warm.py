@@ -169,3 +169,22 @@ def test_a_job_takes_the_container_being_started_for_it(pooled: DockerSandbox) -
     opening.join()
 
     assert (cold.exit_code, warm.exit_code, pooled.pool.served) == (0, 0, 1)
+
+
+def test_a_warm_job_has_no_more_privilege_than_a_job_in_its_own_container(
+    pooled: DockerSandbox, docker_client: docker.DockerClient
+) -> None:
+    """`docker exec` could give a command what the container's first process lacks."""
+    probe = "id; grep -E '^(NoNewPrivs|CapPrm|CapEff|CapBnd|CapAmb|Seccomp)' /proc/self/status"
+    alone = DockerSandbox(docker_client, policy=TEST_POLICY, runtime=pooled._runtime)
+    pooled.prestart(job(probe))
+
+    warm = pooled.run(job(probe))
+    cold = alone.run(job(probe))
+    warm.cleanup()
+    cold.cleanup()
+
+    assert pooled.pool is not None and pooled.pool.served == 1
+    assert warm.stdout_tail == cold.stdout_tail
+    assert "uid=65534" in warm.stdout_tail
+    assert "CapEff:\t0000000000000000" in warm.stdout_tail
