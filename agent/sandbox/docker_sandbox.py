@@ -158,6 +158,7 @@ class _ExecWaiter(threading.Thread):
 
     def run(self) -> None:
         self.reader.start()
+        settle = EXEC_EXIT_POLL_S
         try:
             while True:
                 self.reader.join(EXEC_POLL_S)
@@ -171,8 +172,10 @@ class _ExecWaiter(threading.Thread):
                     self.status = state["ExitCode"]
                     break
                 if not self.reader.is_alive():
-                    # The output ended a moment before the engine recorded the exit.
-                    time.sleep(EXEC_EXIT_POLL_S)
+                    # The output ended a moment before the engine recorded the exit, or the
+                    # command closed its output and runs on: asked again sooner, then less often.
+                    time.sleep(settle)
+                    settle = min(2 * settle, EXEC_POLL_S)
         except ENGINE_ERRORS as exc:
             self.error = f"lost track of the job's command: {exc}"
         finally:
