@@ -16,6 +16,7 @@ import docker
 import pytest
 from docker.errors import NotFound
 
+from agent.sandbox import RunRequest
 from agent.sandbox.docker_sandbox import (
     LABEL,
     NODE_LABEL,
@@ -188,3 +189,39 @@ def test_a_warm_job_has_no_more_privilege_than_a_job_in_its_own_container(
     assert warm.stdout_tail == cold.stdout_tail
     assert "uid=65534" in warm.stdout_tail
     assert "CapEff:\t0000000000000000" in warm.stdout_tail
+
+
+@pytest.fixture
+def sleepless_image(docker_client: docker.DockerClient, busybox_image: str) -> Iterator[str]:
+    """The busybox image without `sleep`: no idle process can hold its container up."""
+    maker = docker_client.containers.run(
+        busybox_image, ["rm", "/bin/sleep"], detach=True, network_mode="none"
+    )
+    try:
+        assert maker.wait(timeout=30)["StatusCode"] == 0
+        maker.commit("computepool/busybox", "no-sleep")
+    finally:
+        maker.remove(force=True)
+    yield "computepool/busybox:no-sleep"
+    docker_client.images.remove("computepool/busybox:no-sleep", force=True)
+
+
+def test_an_image_that_cannot_idle_runs_its_jobs_in_their_own_containers(
+    pooled: DockerSandbox,
+    sleepless_image: str,
+    docker_client: docker.DockerClient,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def echo() -> RunRequest:
+        return RunRequest(
+            image=sleepless_image, command=["echo", "ran"], env={}, inputs={}, timeout_s=20
+        )
+
+    results = [pooled.run(echo()) for _ in range(3)]
+    for result in results:
+        result.cleanup()
+
+    assert [(r.exit_code, r.stdout_tail) for r in results] == [(0, "ran\n")] * 3
+    assert pooled.pool is not None and pooled.pool.served == 0
+    assert len([r for r in caplog.records if "could not pre-start" in r.getMessage()]) == 1
+    assert _warm(docker_client) == []
