@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -99,6 +100,7 @@ class WarmPool:
         # The shapes in the order they were last asked for, the latest last.
         self._idle: OrderedDict[Shape, list[WarmContainer]] = OrderedDict()
         self._starting: dict[Shape, int] = {}
+        self._asked_at: dict[Shape, float] = {}  # time.monotonic() of the last start asked for
         # Shapes whose container could not be started (an image without `sleep`, say): their
         # jobs start their own containers until the agent restarts.
         self._refused: set[Shape] = set()
@@ -115,9 +117,11 @@ class WarmPool:
                 return None
             self._idle.setdefault(shape, [])
             self._idle.move_to_end(shape)
+            # Counted from when it was asked for: a start that hangs delays one job, not each.
+            asked = self._asked_at.get(shape, 0.0)
             self._changed.wait_for(
                 lambda: self._idle.get(shape) or not self._starting.get(shape) or self._closed,
-                timeout=STARTING_WAIT_S,
+                timeout=max(0.0, asked + STARTING_WAIT_S - time.monotonic()),
             )
             if self._closed:
                 return None
@@ -170,9 +174,10 @@ class WarmPool:
 
     def _want(self, shape: Shape) -> None:
         starting = self._starting.get(shape, 0)
-        if len(self._idle[shape]) + starting >= self._size:
+        if shape in self._refused or len(self._idle[shape]) + starting >= self._size:
             return
         self._starting[shape] = starting + 1
+        self._asked_at[shape] = time.monotonic()
         self._wanted.put(shape)
         if self._filler is None:
             self._filler = threading.Thread(target=self._fill, name="warm-pool", daemon=True)
