@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -157,6 +158,8 @@ def measure(
     missing = [row["attempt"] for row in rows if row["attempt"] not in timings]
     if missing:
         raise RuntimeError(f"no timing line for attempts {missing}; see {agent.log}")
+    if not args.keep:
+        shutil.rmtree(agent.dir, ignore_errors=True)
     totals = [row["total"] for row in rows]
     parts = {part: [timings[row["attempt"]].get(part, 0.0) for row in rows] for part in PARTS}
     shares = [parts["sandbox start"][i] / row["total"] for i, row in enumerate(rows)]
@@ -176,7 +179,7 @@ def main() -> None:
     parser.add_argument("--sandboxes", default="", help="default: each this machine has")
     parser.add_argument("--warm", default="0,1", help="warm containers per shape, each in turn")
     parser.add_argument("--gap", type=float, default=1.0, help="idle seconds between jobs")
-    parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--keep", action="store_true", help="keep the database and agent logs")
     args = parser.parse_args()
     common.banner("time to result: a zero-work job from submit to succeeded, through an agent")
     from agent.sandbox import available_sandboxes
