@@ -323,6 +323,7 @@ def _run(args: argparse.Namespace, path: Path) -> int:
             allowed_images=config.allowed_images,
             allow_unsandboxed=args.allow_unsandboxed,
             node=node,
+            warm=config.warm_containers,
         )
     except SandboxUnavailable as exc:
         print(
@@ -372,6 +373,7 @@ def _run(args: argparse.Namespace, path: Path) -> int:
         return daemon.run()
     finally:
         client.close()
+        sandbox.close()
 
 
 def _owner_observer(config: AgentConfig, rules: OwnerRules, gpu_state) -> Observer:

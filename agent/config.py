@@ -52,6 +52,9 @@ class AgentConfig:
     allowed_images: list[str] = field(default_factory=lambda: list(DEFAULT_ALLOWED_IMAGES))
     slots: int = 1
     sandbox: str = "auto"
+    # Containers kept started ahead of their jobs, per shape of job in use (Docker and gVisor
+    # only; 0: none, every job starts its own).
+    warm_containers: int = 1
     work_dir: str = field(default_factory=lambda: str(default_work_dir()))
     heartbeat_interval_s: float = 15.0
     drain_grace_s: float = 60.0
@@ -133,7 +136,7 @@ class AgentConfig:
             problems.append(
                 f"models_disk_mb must be a positive integer (got {self.models_disk_mb!r})"
             )
-        for name, low in (("inference_slots", 1), ("models_vram_mb", 0)):
+        for name, low in (("inference_slots", 1), ("models_vram_mb", 0), ("warm_containers", 0)):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 problems.append(f"{name} must be an integer ≥ {low} (got {value!r})")

@@ -37,6 +37,35 @@ PROGRESS_LINE = re.compile(r"^CP_PROGRESS\s+(\d{1,3})(?:\s+(.*))?$")
 MAX_PROGRESS_MESSAGE = 200
 
 
+@dataclass
+class Timings:
+    """Where an attempt's time went on this machine (time.monotonic()), for the log line of
+    its end: what a slow start is made of."""
+
+    began: float  # the claim in hand
+    asked: float = 0.0  # the sandbox asked to run the job (after the spec's checks, the start)
+    returned: float = 0.0  # the sandbox's result in hand
+    started: float | None = None  # the job's process started, where the sandbox says when
+    duration: float = 0.0  # the job's process ran
+
+    def line(self, reported: float) -> str:
+        """`reported`: when the hub acknowledged the result."""
+
+        def ms(seconds: float) -> str:
+            return f"{1000 * seconds:.0f} ms"
+
+        parts = [f"prepare {ms(self.asked - self.began)}"]
+        if self.started is not None:
+            ended = self.started + self.duration
+            parts += [
+                f"sandbox start {ms(self.started - self.asked)}",
+                f"run {ms(self.duration)}",
+                f"sandbox stop {ms(self.returned - ended)}",
+            ]
+        parts.append(f"report {ms(reported - self.returned)}")
+        return ", ".join(parts)
+
+
 class SpecError(ValueError):
     """A signed spec that still cannot be run as written (missing or malformed fields)."""
 
@@ -368,6 +397,7 @@ class TaskRunner:
         want_next: bool,
         hold: threading.Event | None,
     ) -> RunOutcome:
+        timings = Timings(began=time.monotonic())
         try:
             verify_spec(claim.spec, claim.signature, self._hub_public_key)
         except SpecRejected as exc:
@@ -399,6 +429,7 @@ class TaskRunner:
             flush_interval_s=self._log_flush_interval_s,
         )
         streamer.start()
+        timings.asked = time.monotonic()
         try:
             result = self._sandbox.run(
                 request, on_output=streamer.feed, cancel=cancel.event, hold=hold
@@ -410,8 +441,10 @@ class TaskRunner:
             return self._fail(claim, "infra", f"sandbox error: {exc}")
         finally:
             streamer.close()
+        timings.returned = time.monotonic()
+        timings.started, timings.duration = result.started_at, result.duration_s
         try:
-            return self._report(claim, request, result, cancel, want_next)
+            return self._report(claim, request, result, cancel, want_next, timings)
         finally:
             result.cleanup()
 
@@ -422,6 +455,7 @@ class TaskRunner:
         result: RunResult,
         cancel: Cancellation,
         want_next: bool,
+        timings: Timings,
     ) -> RunOutcome:
         if cancel.stale:
             return self._stale(claim)
@@ -448,9 +482,11 @@ class TaskRunner:
         if result.exit_code != 0:
             detail = f"exit code {result.exit_code}"
             return self._fail(claim, "job", detail, exit_code=result.exit_code, **tails)
-        return self._complete(claim, result, want_next)
+        return self._complete(claim, result, want_next, timings)
 
-    def _complete(self, claim: Claim, result: RunResult, want_next: bool) -> RunOutcome:
+    def _complete(
+        self, claim: Claim, result: RunResult, want_next: bool, timings: Timings
+    ) -> RunOutcome:
         for output in result.outputs:
             abandoned = self._with_retries(
                 claim,
@@ -484,12 +520,13 @@ class TaskRunner:
         if abandoned:
             return abandoned
         log.info(
-            "attempt %s (task %s of job %s): succeeded in %.1f s, %d output(s)",
+            "attempt %s (task %s of job %s): succeeded in %.1f s, %d output(s); %s",
             claim.attempt_id,
             claim.spec.get("task_id"),
             claim.spec.get("job_id"),
             result.duration_s,
             len(result.outputs),
+            timings.line(time.monotonic()),
         )
         return RunOutcome(claim.attempt_id, "succeeded", next=replies[0].next)
 

@@ -18,6 +18,7 @@ if [[ "${1:-}" == "--quick" ]]; then
   REL=(--requests 10 --streams 50 --stream-tokens 20 --ramp 2)
   HW=(--runs 3)
   PAG=(--jobs 10000 --nodes 2000 --agreed 10000 --samples 50)
+  TTR=(--jobs 10)
 else
   HOT=(--profile --breakdown)
   THR=(--profile)
@@ -29,6 +30,7 @@ else
   REL=()
   HW=()
   PAG=()
+  TTR=()
 fi
 run() {
   local name=$1
@@ -46,3 +48,4 @@ run ledger_bench "${LED[@]}"
 run relay "${REL[@]}"
 run hardware "${HW[@]}"
 run pages "${PAG[@]}"
+run time_to_result "${TTR[@]}"

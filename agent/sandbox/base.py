@@ -96,6 +96,12 @@ class RunResult:
     error: str | None
     # The host directory that holds `outputs`; it lives until cleanup().
     workspace: Path | None = field(default=None, repr=False)
+    # When the job's process started (time.monotonic()): what came before it is the sandbox's
+    # start, which the agent reports with each attempt.
+    started_at: float | None = None
+    # What the sandbox still holds for this result (a warm container, frozen), let go by
+    # cleanup(): after the report, so that the hub need not wait for it.
+    release: Callable[[], None] | None = field(default=None, repr=False)
 
     @classmethod
     def infrastructure_error(cls, error: str, *, workspace: Path | None = None) -> RunResult:
@@ -114,6 +120,9 @@ class RunResult:
         )
 
     def cleanup(self) -> None:
+        if self.release is not None:
+            release, self.release = self.release, None
+            release()
         if self.workspace is None:
             return
         remove_tree(self.workspace)
@@ -131,6 +140,9 @@ class Sandbox(Protocol):
         cancel: threading.Event | None = None,
         hold: threading.Event | None = None,
     ) -> RunResult: ...
+
+    def close(self) -> None:
+        """Give back what the sandbox keeps between jobs (pre-started containers)."""
 
 
 def job_env(

@@ -49,7 +49,7 @@ class SandboxBase:
         if refused is not None:
             return refused
         try:
-            workspace = Workspace.create(req.inputs, node=self._node)
+            workspace = self._workspace(req)
         except OSError as exc:
             return RunResult.infrastructure_error(f"could not prepare the job's files: {exc}")
         try:
@@ -61,6 +61,13 @@ class SandboxBase:
         except BaseException:
             workspace.remove()
             raise
+
+    def close(self) -> None:
+        """Nothing is kept between jobs, unless a sandbox says otherwise."""
+
+    def _workspace(self, req: RunRequest) -> Workspace:
+        """The job's files, laid out on the host for its sandbox to mount."""
+        return Workspace.create(req.inputs, node=self._node)
 
     def _preflight(self, req: RunRequest) -> RunResult | None:
         """What this sandbox checks before a file is written; a result ends the run there."""

@@ -22,6 +22,7 @@ from agent.sandbox.base import (
     WORK_DIR,
     RunRequest,
     RunResult,
+    SandboxError,
     SandboxRefused,
     SandboxUnavailable,
     job_env,
@@ -29,7 +30,8 @@ from agent.sandbox.base import (
 from agent.sandbox.common import SandboxBase
 from agent.sandbox.images import ImagePolicy
 from agent.sandbox.streams import OutputSink
-from agent.sandbox.supervision import Stop, build_result, supervise
+from agent.sandbox.supervision import Stop, Supervision, build_result, supervise
+from agent.sandbox.warm_pool import Shape, WarmContainer, WarmPool
 from agent.sandbox.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -40,6 +42,10 @@ ENGINE_ERRORS = (DockerException, requests.RequestException)
 LOG_CONFIG = LogConfig(type=LogConfig.types.JSON, config={"max-size": "1m", "max-file": "1"})
 KILL_GRACE_S = 10.0
 READER_JOIN_S = 5.0
+# A command run in a warm container ends when its output does, unless a child it left in the
+# background holds the output open: then the engine is asked this often whether it has ended.
+EXEC_POLL_S = 0.5
+EXEC_EXIT_POLL_S = 0.01
 LABEL = "computepool.sandbox"
 # The node whose agent made the container: a restarted agent removes what a killed one left.
 NODE_LABEL = "computepool.node"
@@ -128,6 +134,55 @@ class _Waiter(threading.Thread):
             self.done.set()
 
 
+class _ExecWaiter(threading.Thread):
+    """Watches a command run in a warm container until it ends; its output goes to the sink
+    from a reader thread of its own, which outlives it when a background child holds it."""
+
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        exec_id: str,
+        stream: Iterable[tuple[bytes | None, bytes | None]],
+        sink: OutputSink,
+    ) -> None:
+        super().__init__(name=f"exec-{exec_id[:12]}", daemon=True)
+        self._api = client.api
+        self._exec_id = exec_id
+        self.reader = threading.Thread(
+            target=_pump, args=(stream, sink), name=f"out-{exec_id[:12]}", daemon=True
+        )
+        self.done = threading.Event()
+        self.status: int | None = None
+        self.error: str | None = None
+        self.ended_at = 0.0
+
+    def run(self) -> None:
+        self.reader.start()
+        settle = EXEC_EXIT_POLL_S
+        try:
+            while True:
+                self.reader.join(EXEC_POLL_S)
+                try:
+                    state = self._api.exec_inspect(self._exec_id)
+                except NotFound:
+                    # The engine forgets a container's commands when the container stops: it
+                    # was killed (a timeout, a cancel) or died (out of memory): no exit code.
+                    break
+                if not state["Running"]:
+                    self.status = state["ExitCode"]
+                    break
+                if not self.reader.is_alive():
+                    # The output ended a moment before the engine recorded the exit, or the
+                    # command closed its output and runs on: asked again sooner, then less often.
+                    time.sleep(settle)
+                    settle = min(2 * settle, EXEC_POLL_S)
+        except ENGINE_ERRORS as exc:
+            self.error = f"lost track of the job's command: {exc}"
+        finally:
+            self.ended_at = time.monotonic()
+            self.done.set()
+
+
 def _pump(stream: Iterable[tuple[bytes | None, bytes | None]], sink: OutputSink) -> None:
     try:
         for stdout, stderr in stream:
@@ -141,7 +196,10 @@ def _pump(stream: Iterable[tuple[bytes | None, bytes | None]], sink: OutputSink)
 
 
 class DockerSandbox(SandboxBase):
-    """One container per job; the engine does the isolation, this class sets and watches it."""
+    """One container per job; the engine does the isolation, this class sets and watches it.
+
+    With `warm` > 0, that many containers of each shape in use are kept started ahead of their
+    jobs (agent.sandbox.warm_pool); a job runs in one with `exec`, and GPU jobs never do."""
 
     start_errors = ENGINE_ERRORS
     start_error = "Docker engine"
@@ -153,11 +211,76 @@ class DockerSandbox(SandboxBase):
         policy: ImagePolicy,
         runtime: str | None = None,
         node: str | None = None,
+        warm: int = 0,
     ) -> None:
         super().__init__(policy=policy, node=node)
         self.name = "gvisor" if runtime == RUNSC else "docker"
         self._client = client
         self._runtime = runtime
+        self.pool = (
+            WarmPool(size=warm, start=self._start_warm, discard=self._discard_warm)
+            if warm > 0
+            else None
+        )
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+
+    def prestart(self, req: RunRequest) -> None:
+        """Start a warm container for `req`'s shape now, so that the next such job takes it;
+        a request that would be refused is refused here too."""
+        req.check()
+        self._policy.check(req.image)
+        if self.pool is not None and req.gpus == 0:
+            self.pool.prestart(Shape.of(req, self._runtime))
+
+    def _workspace(self, req: RunRequest) -> Workspace:
+        warm = None
+        if self.pool is not None and req.gpus == 0:
+            warm = self.pool.take(Shape.of(req, self._runtime))
+        if warm is None:
+            return super()._workspace(req)
+        try:
+            warm.container.reload()
+            if warm.container.status != "running":
+                raise SandboxError(f"it is {warm.container.status}")
+            warm.fill(req.inputs)
+        except (SandboxError, *ENGINE_ERRORS) as exc:
+            self._discard_warm(warm)
+            if isinstance(exc, SandboxRefused):
+                raise
+            log.warning("warm container %s unusable (%s)", warm.container.id[:12], exc)
+            return super()._workspace(req)
+        except BaseException:
+            self._discard_warm(warm)
+            raise
+        return warm
+
+    def _start_warm(self, shape: Shape) -> WarmContainer:
+        workspace = Workspace.empty(node=self._node)
+        try:
+            kwargs = container_kwargs(
+                shape.idle_request(), workspace, runtime=shape.runtime, node=self._node
+            )
+            kwargs["labels"][LABEL] = "warm"
+            container = self._client.containers.create(**kwargs)
+            try:
+                container.start()
+                container.reload()
+                if container.status != "running":
+                    raise SandboxError(f"its idle process ({container.status}) needs `sleep`")
+            except BaseException:
+                self._remove(container)
+                raise
+        except BaseException:
+            workspace.remove()
+            raise
+        return WarmContainer(workspace.root, container)
+
+    def _discard_warm(self, warm: WarmContainer) -> None:
+        self._remove(warm.container)
+        warm.remove()
 
     def _preflight(self, req: RunRequest) -> RunResult | None:
         try:
@@ -186,6 +309,8 @@ class DockerSandbox(SandboxBase):
         cancel: threading.Event | None,
         hold: threading.Event | None,
     ) -> RunResult:
+        if isinstance(workspace, WarmContainer):
+            return self._execute_warm(req, workspace, sink, cancel, hold)
         created_at = time.time()
         kwargs = container_kwargs(req, workspace, runtime=self._runtime_for(req), node=self._node)
         container = self._client.containers.create(**kwargs)
@@ -208,14 +333,7 @@ class DockerSandbox(SandboxBase):
             waiter.start()
             log.info("job started in container %s (%s)", container.id[:12], self.name)
 
-            supervision = supervise(
-                waiter.done,
-                req=req,
-                workspace=workspace,
-                cancel=cancel,
-                hold=hold,
-                freeze=lambda on: container.pause() if on else container.unpause(),
-            )
+            supervision = self._supervise(container, waiter.done, req, workspace, cancel, hold)
             if supervision.stop is not Stop.EXITED:
                 log.info("job in %s: %s; killing it", container.id[:12], supervision.stop.value)
                 self._kill(container)
@@ -224,19 +342,114 @@ class DockerSandbox(SandboxBase):
             reader.join(READER_JOIN_S)
             if reader.is_alive():
                 stream.close()
-            if waiter.error is not None:
-                raise DockerException(waiter.error)
-            return build_result(
-                supervision,
-                req=req,
-                workspace=workspace,
-                sink=sink,
-                exit_code=waiter.status,
-                oom_killed=self._oom_killed(container, since=created_at),
-                duration_s=waiter.ended_at - started_at,
+            return self._result(
+                supervision, req, workspace, sink, container, waiter, created_at, started_at
             )
         finally:
             self._remove(container)
+
+    def _execute_warm(
+        self,
+        req: RunRequest,
+        warm: WarmContainer,
+        sink: OutputSink,
+        cancel: threading.Event | None,
+        hold: threading.Event | None,
+    ) -> RunResult:
+        """The job's command in a container started before it came, which goes with it: the
+        result holds the container, frozen, until its cleanup() removes it."""
+        container = warm.container
+        since = time.time()
+        result = None
+        frozen = False
+        try:
+            exec_id = self._client.api.exec_create(
+                container.id,
+                req.command,
+                environment=job_env(req),
+                workdir=WORK_DIR,
+                user=f"{SANDBOX_UID}:{SANDBOX_GID}",
+            )["Id"]
+            stream = self._client.api.exec_start(exec_id, stream=True, demux=True)
+            started_at = time.monotonic()
+            waiter = _ExecWaiter(self._client, exec_id, stream, sink)
+            waiter.start()
+            log.info("job started in warm container %s (%s)", container.id[:12], self.name)
+
+            supervision = self._supervise(container, waiter.done, req, warm, cancel, hold)
+            if supervision.stop is Stop.EXITED:
+                # Whatever the job left running in the background stops here, before its
+                # outputs are read, as if it had been the container's first process.
+                frozen = self._freeze(container)
+            else:
+                log.info("job in %s: %s; killing it", container.id[:12], supervision.stop.value)
+                self._kill(container)
+            if not waiter.done.wait(KILL_GRACE_S):
+                raise DockerException(f"container {container.id[:12]} survived a kill")
+            waiter.reader.join(READER_JOIN_S)
+            result = self._result(
+                supervision, req, warm, sink, container, waiter, since, started_at
+            )
+            result.release = lambda: self._remove(container, frozen=frozen)
+            return result
+        finally:
+            if result is None:
+                self._remove(container, frozen=frozen)
+
+    def _result(
+        self,
+        supervision: Supervision,
+        req: RunRequest,
+        workspace: Workspace,
+        sink: OutputSink,
+        container: Container,
+        waiter: _Waiter | _ExecWaiter,
+        since: float,
+        started_at: float,
+    ) -> RunResult:
+        """`since`: the time.time() from which an out-of-memory kill would be the job's."""
+        if waiter.error is not None:
+            raise DockerException(waiter.error)
+        return build_result(
+            supervision,
+            req=req,
+            workspace=workspace,
+            sink=sink,
+            exit_code=waiter.status,
+            oom_killed=self._oom_killed(container, since=since),
+            duration_s=waiter.ended_at - started_at,
+            started_at=started_at,
+        )
+
+    @staticmethod
+    def _freeze(container: Container) -> bool:
+        """Pause the container; False where nothing runs in it any more (its idle process
+        died with the job)."""
+        try:
+            container.pause()
+        except APIError as exc:
+            if exc.status_code != 409:
+                raise
+            return False
+        return True
+
+    @staticmethod
+    def _supervise(
+        container: Container,
+        exited: threading.Event,
+        req: RunRequest,
+        workspace: Workspace,
+        cancel: threading.Event | None,
+        hold: threading.Event | None,
+    ) -> Supervision:
+        return supervise(
+            exited,
+            req=req,
+            workspace=workspace,
+            cancel=cancel,
+            hold=hold,
+            freeze=lambda on: container.pause() if on else container.unpause(),
+        )
 
     def _oom_killed(self, container: Container, *, since: float) -> bool:
         """The engine's OOMKilled flag can lose a race with the exit event (a child killed by
@@ -263,7 +476,14 @@ class DockerSandbox(SandboxBase):
                 raise
 
     @staticmethod
-    def _remove(container: Container) -> None:
+    def _remove(container: Container, *, frozen: bool = False) -> None:
+        if frozen:
+            # A paused container cannot be killed under every runtime (gVisor's): it is
+            # resumed for the moment it takes to remove it.
+            try:
+                container.unpause()
+            except ENGINE_ERRORS as exc:
+                log.warning("could not resume container %s: %s", container.id[:12], exc)
         try:
             container.remove(force=True)
         except NotFound:

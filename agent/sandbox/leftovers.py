@@ -56,6 +56,9 @@ def leftovers_remove(node: str) -> Leftovers:
     else:
         try:
             for container in _containers(client, node):
+                if container.status == "paused":
+                    # A warm container frozen after its job: gVisor removes none while paused.
+                    container.unpause()
                 container.remove(force=True)
                 removed.containers.append(container.short_id)
         except ENGINE_ERRORS as exc:

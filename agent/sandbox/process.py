@@ -143,4 +143,5 @@ def run_process(
         exit_code=128 - code if code < 0 else code,
         oom_killed=cgroup.oom_killed() if cgroup is not None else False,
         duration_s=ended_at[0] - started_at,
+        started_at=started_at,
     )

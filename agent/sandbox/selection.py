@@ -17,7 +17,7 @@ PREFERENCES = ("auto", "gvisor", "docker", "bwrap", "none")
 AUTO_ORDER = ("gvisor", "docker", "bwrap")
 
 
-def _build(name: str, policy: ImagePolicy, node: str | None) -> Sandbox:
+def _build(name: str, policy: ImagePolicy, node: str | None, warm: int) -> Sandbox:
     if name == "bwrap":
         probe_bwrap()
         return BwrapSandbox(policy=policy, node=node)
@@ -28,8 +28,8 @@ def _build(name: str, policy: ImagePolicy, node: str | None) -> Sandbox:
                 "the Docker engine has no 'runsc' runtime (install gVisor and register it "
                 "with --network=none; scripts/ensure_docker.sh does both on Debian)"
             )
-        return DockerSandbox(client, policy=policy, runtime=RUNSC, node=node)
-    return DockerSandbox(client, policy=policy, node=node)
+        return DockerSandbox(client, policy=policy, runtime=RUNSC, node=node, warm=warm)
+    return DockerSandbox(client, policy=policy, node=node, warm=warm)
 
 
 def select_sandbox(
@@ -38,10 +38,12 @@ def select_sandbox(
     allowed_images: list[str] | None = None,
     allow_unsandboxed: bool = False,
     node: str | None = None,
+    warm: int = 0,
 ) -> Sandbox:
     """The sandbox named by `preference`, or for "auto" the strongest one that works here.
     No sandbox ("none", or "auto" with nothing available) only with `allow_unsandboxed`.
-    `node` names this node on the containers and work dirs the sandbox makes."""
+    `node` names this node on the containers and work dirs the sandbox makes; `warm` is how
+    many containers of each shape in use Docker keeps started ahead of their jobs."""
     if preference not in PREFERENCES:
         raise SandboxUnavailable(
             f"unknown sandbox {preference!r}; choose one of {', '.join(PREFERENCES)}"
@@ -60,7 +62,7 @@ def select_sandbox(
     reasons = []
     for name in AUTO_ORDER if preference == "auto" else (preference,):
         try:
-            sandbox = _build(name, policy, node)
+            sandbox = _build(name, policy, node, warm)
         except SandboxUnavailable as exc:
             reasons.append(f"{name}: {exc}")
             continue

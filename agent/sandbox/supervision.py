@@ -129,6 +129,7 @@ def build_result(
     exit_code: int | None,
     oom_killed: bool,
     duration_s: float,
+    started_at: float | None = None,
     error: str | None = None,
 ) -> RunResult:
     """Outputs are collected even after a timeout (partial results can matter to the submitter);
@@ -154,4 +155,5 @@ def build_result(
         duration_s=duration_s,
         error=error,
         workspace=workspace.root,
+        started_at=started_at,
     )

@@ -66,37 +66,57 @@ class Workspace:
     def create(cls, inputs: dict[str, bytes], *, node: str | None = None) -> Workspace:
         """A fresh directory under the system's temp dir (TMPDIR moves it), named for `node`."""
         names = {name: check_input_name(name) for name in inputs}
-        root = Path(tempfile.mkdtemp(prefix=workspace_prefix(node)))
-        workspace = cls(root)
+        workspace = cls.empty(node=node)
         try:
-            workspace._populate(inputs, names)
-        except (FileExistsError, NotADirectoryError, IsADirectoryError) as exc:
-            workspace.remove()
-            raise SandboxRefused(f"input file names collide: {exc}") from exc
+            workspace._write_inputs(inputs, names)
         except BaseException:
             workspace.remove()
             raise
         return workspace
 
-    def _populate(self, inputs: dict[str, bytes], names: dict[str, PurePosixPath]) -> None:
+    @classmethod
+    def empty(cls, *, node: str | None = None) -> Workspace:
+        """The directories without inputs: a warm container mounts them before its job is
+        known (agent.sandbox.warm_pool), and `fill` adds the inputs then."""
+        root = Path(tempfile.mkdtemp(prefix=workspace_prefix(node)))
+        workspace = cls(root)
+        try:
+            workspace._layout()
+        except BaseException:
+            workspace.remove()
+            raise
+        return workspace
+
+    def fill(self, inputs: dict[str, bytes]) -> None:
+        """Write the job's inputs under in/, which must still be empty."""
+        names = {name: check_input_name(name) for name in inputs}
+        self._write_inputs(inputs, names)
+
+    def _layout(self) -> None:
         # The sandbox user must reach in/ and out/ (bubblewrap opens them as that user); the
         # random name of root keeps other local users from finding them.
         # Modes are set explicitly: the agent may run under a umask that hides files from it.
         self.root.chmod(0o711)
         self.in_dir.mkdir(mode=0o755)
+        self.in_dir.chmod(0o755)
         self.out_dir.mkdir()
-        for name, content in inputs.items():
-            target = self.in_dir.joinpath(*names[name].parts)
-            for parent in reversed(target.relative_to(self.in_dir).parents[:-1]):
-                (self.in_dir / parent).mkdir(exist_ok=True)
-                (self.in_dir / parent).chmod(0o755)
-            target.write_bytes(content)
-            target.chmod(0o644)
         if os.geteuid() == 0:
             os.chown(self.out_dir, SANDBOX_UID, SANDBOX_GID)
             self.out_dir.chmod(0o755)
         else:
             self.out_dir.chmod(0o777)
+
+    def _write_inputs(self, inputs: dict[str, bytes], names: dict[str, PurePosixPath]) -> None:
+        try:
+            for name, content in inputs.items():
+                target = self.in_dir.joinpath(*names[name].parts)
+                for parent in reversed(target.relative_to(self.in_dir).parents[:-1]):
+                    (self.in_dir / parent).mkdir(exist_ok=True)
+                    (self.in_dir / parent).chmod(0o755)
+                target.write_bytes(content)
+                target.chmod(0o644)
+        except (FileExistsError, NotADirectoryError, IsADirectoryError) as exc:
+            raise SandboxRefused(f"input file names collide: {exc}") from exc
 
     def output_usage(self) -> tuple[int, int]:
         """(bytes, entries) under out/, without following links; cheap enough to poll."""

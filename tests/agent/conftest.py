@@ -20,7 +20,7 @@ import docker
 import pytest
 from docker.errors import ImageNotFound
 
-from agent.sandbox import RunRequest, Sandbox, SandboxUnavailable
+from agent.sandbox import RunRequest, RunResult, Sandbox, SandboxRefused, SandboxUnavailable
 from agent.sandbox.bwrap_sandbox import BwrapSandbox, probe_bwrap
 from agent.sandbox.docker_sandbox import RUNSC, DockerSandbox, connect_docker, has_runtime
 from agent.sandbox.images import ImagePolicy
@@ -71,19 +71,53 @@ def busybox_image(docker_client: docker.DockerClient) -> str:
     return BUSYBOX
 
 
+class Prewarmed(DockerSandbox):
+    """The Docker sandbox with its warm pool, where every job finds a container of its shape
+    already started: each run takes the pooled path, or fails saying it did not."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._lock = threading.Lock()
+        self._ran = 0
+
+    def run(self, req: RunRequest, **kwargs: Any) -> RunResult:
+        assert self.pool is not None
+        try:
+            self.prestart(req)
+        except (SandboxRefused, ImageNotFound):
+            return super().run(req, **kwargs)  # refused, as it would be without a pool
+        result = super().run(req, **kwargs)
+        if req.gpus == 0:
+            # Runs side by side may take each other's container: every run took one if the
+            # pool served at least as many as have ended.
+            with self._lock:
+                self._ran += 1
+                assert self.pool.served >= self._ran, "a job did not take a warm container"
+        return result
+
+
 def _docker_sandbox(request: pytest.FixtureRequest, kind: str) -> DockerSandbox:
+    """`kind`: docker or gvisor, and with "-warm" the same with its warm pool."""
     client = request.getfixturevalue("docker_client")
     request.getfixturevalue("busybox_image")
-    if kind == "gvisor":
+    runtime = None
+    if kind.startswith("gvisor"):
         if not has_runtime(client, RUNSC):
             _missing("gVisor", "REQUIRE_GVISOR", "the engine has no 'runsc' runtime")
-        return DockerSandbox(client, policy=TEST_POLICY, runtime=RUNSC)
-    return DockerSandbox(client, policy=TEST_POLICY)
+        runtime = RUNSC
+    if not kind.endswith("-warm"):
+        return DockerSandbox(client, policy=TEST_POLICY, runtime=runtime)
+    sandbox = Prewarmed(client, policy=TEST_POLICY, runtime=runtime, warm=1)
+    request.addfinalizer(sandbox.close)
+    return sandbox
 
 
-@pytest.fixture(params=["docker", "gvisor"])
+DOCKER_KINDS = ["docker", "gvisor", "docker-warm", "gvisor-warm"]
+
+
+@pytest.fixture(params=DOCKER_KINDS)
 def docker_sandbox(request: pytest.FixtureRequest) -> DockerSandbox:
-    """The Docker sandbox under runc, then under gVisor."""
+    """The Docker sandbox under runc, then under gVisor; each without and with warm containers."""
     return _docker_sandbox(request, request.param)
 
 
@@ -105,11 +139,7 @@ def bwrap() -> None:
 
 
 @pytest.fixture(
-    params=[
-        pytest.param("docker", marks=pytest.mark.docker),
-        pytest.param("gvisor", marks=pytest.mark.docker),
-        "bwrap",
-    ]
+    params=[*(pytest.param(kind, marks=pytest.mark.docker) for kind in DOCKER_KINDS), "bwrap"]
 )
 def sandbox(request: pytest.FixtureRequest) -> Sandbox:
     """Each kind of real isolation in turn, for what every sandbox must guarantee."""

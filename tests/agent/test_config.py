@@ -42,6 +42,7 @@ def test_it_has_safe_defaults() -> None:
     assert config.allowed_images == ["computepool/*"]
     assert config.slots == 1
     assert config.sandbox == "auto"
+    assert config.warm_containers == 1
     assert config.drain_grace_s == 60.0
     assert config.work_dir
 
@@ -85,6 +86,8 @@ def test_it_explains_a_corrupt_file(tmp_path: Path) -> None:
         ({"inference": "no"}, "inference must be true or false"),
         ({"models_disk_mb": 0}, "models_disk_mb must be a positive integer"),
         ({"models_disk_mb": 1.5}, "models_disk_mb must be a positive integer"),
+        ({"warm_containers": -1}, "warm_containers must be an integer ≥ 0"),
+        ({"warm_containers": True}, "warm_containers must be an integer ≥ 0"),
         ({"colour": "blue"}, "unknown setting"),
     ],
 )

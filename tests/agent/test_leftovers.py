@@ -22,6 +22,7 @@ import pytest
 
 from agent.cli import main
 from agent.config import owner_name
+from agent.sandbox.docker_sandbox import has_runtime
 from tests.agent.conftest import BUSYBOX
 from tests.agent.test_cli import NODE as NODE_ON_HUB
 from tests.agent.test_cli import REPO, write_config
@@ -193,6 +194,41 @@ def test_a_restarted_agent_removes_only_its_own_containers(
     for name, container_id in left_containers.items():
         if name != "mine":
             assert _exists(docker_client, container_id), f"{name} was removed"
+
+
+@pytest.mark.docker
+def test_a_restarted_agent_removes_a_frozen_warm_container(
+    hub: HubStub,
+    tmp_path: Path,
+    tmp_root: Path,
+    docker_client: docker.DockerClient,
+    busybox_image: str,
+) -> None:
+    """A warm container is paused from its job's end until its result is reported: an agent
+    killed in between leaves it paused, under gVisor where there is one."""
+    runtime = "runsc" if has_runtime(docker_client, "runsc") else None
+    labels = {"computepool.sandbox": "warm", "computepool.node": owner_name(hub.url, NODE)}
+    frozen = docker_client.containers.run(
+        busybox_image,
+        ["sleep", "infinity"],
+        detach=True,
+        labels=labels,
+        network_mode="none",
+        runtime=runtime,
+    )
+    try:
+        frozen.pause()
+        config = tmp_path / "agent.json"
+        write_config(config, hub.url, sandbox="docker", allowed_images=[BUSYBOX])
+
+        start_and_stop_an_agent(hub, config, tmp_root, "docker")
+
+        assert not _exists(docker_client, frozen.id)
+    finally:
+        if _exists(docker_client, frozen.id):
+            with contextlib.suppress(docker.errors.APIError):
+                frozen.unpause()
+            frozen.remove(force=True)
 
 
 def test_the_sandboxes_name_the_node_as_the_cleanup_looks_for_it(tmp_root: Path) -> None:

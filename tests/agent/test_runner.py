@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import logging
+import re
 import tempfile
 import threading
 import time
@@ -51,6 +53,9 @@ class FakeSandbox:
         self.requests: list[RunRequest] = []
         self.running = threading.Event()
         self.workspaces: list[Path] = []
+        # What the hub had been sent when each result was let go (RunResult.release).
+        self.released: list[list[str]] = []
+        self.hub: HubStub | None = None
 
     def run(
         self, req: RunRequest, *, on_output: Any = None, cancel: Any = None, hold: Any = None
@@ -71,7 +76,8 @@ class FakeSandbox:
             digest = hashlib.sha256(content).hexdigest()
             files.append(OutputFile(name, workspace / name, len(content), digest))
         self.running.clear()
-        return RunResult(
+        hub = self.hub
+        result = RunResult(
             exit_code=None if cancelled else self.exit_code,
             timed_out=self.timed_out,
             oom_killed=self.oom_killed,
@@ -82,7 +88,11 @@ class FakeSandbox:
             duration_s=time.monotonic() - started,
             error=self.error,
             workspace=workspace,
+            started_at=started,
         )
+        if hub is not None:
+            result.release = lambda: self.released.append(paths(hub))
+        return result
 
 
 @pytest.fixture
@@ -196,6 +206,25 @@ def test_it_uploads_outputs_with_checksums_then_completes(hub: HubStub, keys: Hu
     ]
     assert (body["lease_token"], body["exit_code"], body["want_next"]) == ("lease-40", 0, True)
     assert not sandbox.workspaces[0].exists()  # cleaned up
+
+
+def test_it_logs_where_the_time_went_and_lets_the_sandbox_go_after_the_report(
+    hub: HubStub, keys: HubKeys, caplog: pytest.LogCaptureFixture
+) -> None:
+    sandbox = FakeSandbox()
+    sandbox.hub = hub
+    caplog.set_level(logging.INFO, logger="agent.runner")
+
+    outcome = make_runner(hub, keys, sandbox).run(
+        claim_for(keys), cancel=Cancellation(), want_next=False
+    )
+
+    assert outcome.result == "succeeded"
+    (line,) = [r.getMessage() for r in caplog.records if "succeeded in" in r.getMessage()]
+    parts = ("prepare", "sandbox start", "run", "sandbox stop", "report")
+    assert re.search(r"0 output\(s\); " + ", ".join(rf"{p} \d+ ms" for p in parts) + "$", line)
+    # A warm container is removed after the hub has the result, not before.
+    assert sandbox.released == [["progress", "complete"]]
 
 
 def test_it_refuses_a_spec_whose_signature_fails(hub: HubStub, keys: HubKeys) -> None:

@@ -30,12 +30,12 @@ def test_it_removes_the_container_after_a_run(
     docker_sandbox: DockerSandbox, docker_client: docker.DockerClient
 ) -> None:
     result = docker_sandbox.run(job("cat /etc/hostname"))
+    result.cleanup()
 
     container_id = result.stdout_tail.strip()
     assert len(container_id) == 12
     with pytest.raises(NotFound):
         docker_client.containers.get(container_id)
-    result.cleanup()
 
 
 def test_it_removes_the_container_after_a_timeout(
@@ -43,10 +43,11 @@ def test_it_removes_the_container_after_a_timeout(
 ) -> None:
     result = docker_sandbox.run(job("cat /etc/hostname; sleep 60", timeout_s=1))
 
+    result.cleanup()
+
     assert result.timed_out
     with pytest.raises(NotFound):
         docker_client.containers.get(result.stdout_tail.strip())
-    result.cleanup()
 
 
 def test_it_reports_oom_when_a_child_was_killed_and_the_job_exits_0(

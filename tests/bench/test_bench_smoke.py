@@ -106,6 +106,11 @@ RUNS = [
         ["cpu_gflops", "benchmark duration (sandbox start to report)", "the hub's check"],
     ),
     (
+        "time_to_result",
+        ["--jobs", "2", "--gap", "0.2"],
+        ["submit → succeeded, ms", "start share", "warm 0"],
+    ),
+    (
         "pages",
         ["--jobs", "500", "--nodes", "320", "--agreed", "500", "--samples", "5"],
         [
