@@ -19,6 +19,7 @@ another node) pushes into a stream nobody reads: nothing it sends is relayed or 
 
 import asyncio
 import json
+import logging
 import time
 import uuid
 import weakref
@@ -30,6 +31,8 @@ import redis.asyncio as aredis
 from django.conf import settings
 
 from people.keys import hash_key
+
+log = logging.getLogger(__name__)
 
 PREFIX = "cp:inf"
 # A slot is held while the hub relays; a hub process that dies mid-request frees it at expiry.
@@ -260,7 +263,13 @@ class _Reader:
         while self.follows:  # ends with the last stream: a loop's reader lives while needed
             streams = {self.wake_key: self.wake_cursor}
             streams.update((key, follow.cursor) for key, follow in self.follows.items())
-            answer = await aclient().xread(streams, block=self.BLOCK_MS, count=self.COUNT)
+            try:
+                answer = await aclient().xread(streams, block=self.BLOCK_MS, count=self.COUNT)
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                # Its streams wait for it: a reader that ended here would leave them silent.
+                log.warning("relay reader: %s; reading again", exc)
+                await asyncio.sleep(0.1)
+                continue
             for key, entries in answer or []:
                 if key == self.wake_key:
                     self.wake_cursor = entries[-1][0]
