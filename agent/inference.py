@@ -4,8 +4,9 @@ The poll carries the node's inference state (models loaded and cached, status, c
 free VRAM, slots) and waits for a request. Each request runs in a thread of its own, up to
 `slots` at once: the model's file from the cache (fetched from the hub on first need), the
 model loaded into an engine process (the least recently used unloaded first when more than
-`max_loaded` would be held), then the tokens pushed to the hub as they come, in small batches:
-the first at once (time to first token), then every PUSH_EVERY_S. The hub's answer to a push
+`max_loaded` would be held), then the tokens pushed to the hub as they come, in batches: an
+answer's first token and its end at once, the tokens between as soon as the previous push is
+done, but at most one push per PUSH_GAP_S. The hub's answer to a push
 says whether to stop (the client left); a push refused because the request moved to another
 node stops the generation too.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,7 +29,10 @@ from agent.model_cache import ModelCache, ModelCacheError
 
 log = logging.getLogger(__name__)
 
-PUSH_EVERY_S = 0.02
+# Tokens that keep coming are pushed at most this often: a push is a request through the hub,
+# and one per token of hundreds of streams would cost the hub more than relaying them; within
+# the gap a push gathers every answer's tokens. Each push also waits for the one before.
+PUSH_GAP_S = 0.01
 MIB = 1024 * 1024
 # Memory kept free beside a model being loaded (the hub's INFERENCE_HEADROOM_MB, by default).
 HEADROOM_MB = 512
@@ -57,16 +62,17 @@ class _Answer:
 
 
 class _Pushes:
-    """Every running answer's entries, sent to the hub together: one request per PUSH_EVERY_S
-    for all of them (a node with hundreds of streams would otherwise make thousands of
-    requests a second), except that an answer's first token goes at once (time to first
-    token). The hub's reply says, per request, whether to go on."""
+    """Every running answer's entries, sent to the hub together: one request for all of them
+    as soon as the previous one is done, at most one per PUSH_GAP_S (a node with hundreds of
+    streams would otherwise make thousands of requests a second), except that an answer's
+    first token and its end go at once. The hub's reply says, per request, whether to go on."""
 
     def __init__(self, client: HubClient) -> None:
         self._client = client
         self._lock = threading.Lock()
         self._answers: dict[int, _Answer] = {}
-        self._wake = threading.Event()
+        self._wake = threading.Event()  # entries are waiting
+        self._urgent = threading.Event()  # ... a first token or an end among them
         self._thread: threading.Thread | None = None
 
     def open(self, assignment: dict[str, Any]) -> _Answer:
@@ -92,7 +98,8 @@ class _Pushes:
                     answer.pending.append({"k": "t", "v": list(pieces)})
             if not answer.started and pieces:
                 answer.started = True
-                self._wake.set()
+                self._urgent.set()
+            self._wake.set()
             return True
 
     def finish(self, answer: _Answer, entry: dict[str, Any]) -> None:
@@ -102,14 +109,20 @@ class _Pushes:
                 answer.pending = []
             answer.pending.append(entry)
             answer.final = True
+        self._urgent.set()
         self._wake.set()
         answer.sent.wait(30)
 
     def _loop(self) -> None:
+        last = 0.0
         while True:
-            # Every PUSH_EVERY_S while answers run; asleep until one starts otherwise.
-            self._wake.wait(PUSH_EVERY_S if self._answers else None)
+            self._wake.wait()
+            left = last + PUSH_GAP_S - time.monotonic()
+            if left > 0:
+                self._urgent.wait(left)
             self._wake.clear()
+            self._urgent.clear()
+            last = time.monotonic()
             with self._lock:
                 batch = [a for a in self._answers.values() if a.pending]
                 pushes = [

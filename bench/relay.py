@@ -1,9 +1,10 @@
 """The inference relay's figures, on this machine, in one run.
 
 1. Overhead: the same llama.cpp engine (the tiny model, in its sandboxed process) called
-   directly from this process, then through the relay (the official `openai` client → a
-   uvicorn hub → Redis → a real agent → the engine, and back). Figures: time to the first
-   token (p50, p99) and tokens/s after it, for each path; the relay's added TTFT.
+   directly from this process and through the relay, in alternating rounds (the official
+   `openai` client → a uvicorn hub → Redis → a real agent → the engine, and back). Figures:
+   time to the first token (p50, p99) and tokens/s after it, for each path; the relay's added
+   TTFT.
 2. Concurrent streams: a fake fast engine (an agent that streams a fixed text at a set rate,
    stamping each token with the time it was made) behind one hub; `--streams` clients open SSE
    streams together and hold them. Figure: the added latency of each token (arrival − stamp,
@@ -31,6 +32,7 @@ from bench import common
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "var" / "bench" / "models"
 MESSAGES = [{"role": "user", "content": "Write about pooled compute."}]
+ROUND = 5  # requests per path in each round of the overhead's alternation
 
 
 # --- the fake fast engine and its agent (run as `python -m bench.relay fake-agent`) ------------
@@ -140,50 +142,66 @@ def wait_polling(dbname: str, seconds: float = 60) -> None:
 # --- 1. overhead -------------------------------------------------------------------------------
 
 
-def direct(requests: int, tokens: int) -> tuple[list[float], list[float]]:
+def direct(engine, requests: int, tokens: int) -> tuple[list[float], list[float]]:
+    ttft, rates = [], []
+    for _ in range(requests):
+        marks: list[float] = []
+
+        def mark(pieces: list[str], _prompt: int | None = None, marks=marks) -> bool:
+            marks.append(time.perf_counter())
+            return True
+
+        start = time.perf_counter()
+        engine.generate(
+            {"kind": "chat", "messages": MESSAGES, "max_tokens": tokens, "temperature": 0,
+             "top_p": 1, "stop": [], "seed": None},
+            mark,
+        )  # fmt: skip
+        ttft.append((marks[0] - start) * 1000)
+        rates.append((len(marks) - 1) / (marks[-1] - marks[0]))
+    return ttft, rates
+
+
+def relayed(client, requests: int, tokens: int) -> tuple[list[float], list[float]]:
+    ttft, rates = [], []
+    for _ in range(requests):
+        marks: list[float] = []
+        start = time.perf_counter()
+        stream = client.chat.completions.create(
+            model="tiny", messages=MESSAGES, max_tokens=tokens, temperature=0, stream=True
+        )
+        for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                marks.append(time.perf_counter())
+        ttft.append((marks[0] - start) * 1000)
+        rates.append((len(marks) - 1) / (marks[-1] - marks[0]))
+    return ttft, rates
+
+
+def overhead(url: str, key: str, requests: int, tokens: int) -> tuple[list[float], ...]:
+    """Direct and relayed requests in alternating rounds of ROUND, so that both paths see the
+    same moments of a shared machine: run one after the other, a neighbour's burst during one
+    of them alone moves their ratio."""
+    import openai
+
     from agent.engine.llama import LlamaProcess
 
     engine = LlamaProcess()
     engine.load(MODELS / "tiny.gguf", context_length=2048)
-    ttft, rates = [], []
+    d_ttft, d_rate, r_ttft, r_rate = [], [], [], []
     try:
-        for _ in range(requests):
-            marks: list[float] = []
-
-            def mark(pieces: list[str], _prompt: int | None = None, marks=marks) -> bool:
-                marks.append(time.perf_counter())
-                return True
-
-            start = time.perf_counter()
-            engine.generate(
-                {"kind": "chat", "messages": MESSAGES, "max_tokens": tokens, "temperature": 0,
-                 "top_p": 1, "stop": [], "seed": None},
-                mark,
-            )  # fmt: skip
-            ttft.append((marks[0] - start) * 1000)
-            rates.append((len(marks) - 1) / (marks[-1] - marks[0]))
+        with openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0,
+                           timeout=60) as client:  # fmt: skip
+            relayed(client, 3, 20)  # the agent fetches and loads the model
+            for done in range(0, requests, ROUND):
+                count = min(ROUND, requests - done)
+                ttft, rates = direct(engine, count, tokens)
+                d_ttft, d_rate = d_ttft + ttft, d_rate + rates
+                ttft, rates = relayed(client, count, tokens)
+                r_ttft, r_rate = r_ttft + ttft, r_rate + rates
     finally:
         engine.close()
-    return ttft, rates
-
-
-def relayed(url: str, key: str, requests: int, tokens: int) -> tuple[list[float], list[float]]:
-    import openai
-
-    ttft, rates = [], []
-    with openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0, timeout=60) as client:
-        for _ in range(requests):
-            marks: list[float] = []
-            start = time.perf_counter()
-            stream = client.chat.completions.create(
-                model="tiny", messages=MESSAGES, max_tokens=tokens, temperature=0, stream=True
-            )
-            for chunk in stream:
-                if chunk.choices and chunk.choices[0].delta.content:
-                    marks.append(time.perf_counter())
-            ttft.append((marks[0] - start) * 1000)
-            rates.append((len(marks) - 1) / (marks[-1] - marks[0]))
-    return ttft, rates
+    return d_ttft, d_rate, r_ttft, r_rate
 
 
 # --- 2. concurrent streams ---------------------------------------------------------------------
@@ -281,9 +299,7 @@ def main() -> None:
                 stderr=open(workdir / "engine-agent.log", "w"),  # noqa: SIM115
             ))  # fmt: skip
             wait_polling(dbname)
-            relayed(url, sub_key, 3, 20)  # the agent fetches and loads the model
-            d_ttft, d_rate = direct(args.requests, args.tokens)
-            r_ttft, r_rate = relayed(url, sub_key, args.requests, args.tokens)
+            d_ttft, d_rate, r_ttft, r_rate = overhead(url, sub_key, args.requests, args.tokens)
             rows = [
                 ["direct", f"{common.pct(d_ttft, 50):.1f}", f"{common.pct(d_ttft, 99):.1f}",
                  f"{common.pct(d_rate, 50):.0f}"],

@@ -9,8 +9,10 @@ well, so even a first visit, before the cookie exists, reads in the viewer's zon
 """
 
 from collections.abc import Callable
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
@@ -31,16 +33,39 @@ def viewer_zone(request: HttpRequest) -> ZoneInfo | None:
 
 
 class ViewerTimeZoneMiddleware:
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
-        self.get_response = get_response
+    """In the mode of the chain it is in: a sync-only middleware would make Django hop every
+    request of an ASGI hub (each token an agent pushes, each stream a client opens) into a
+    thread and back."""
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        zone = viewer_zone(request)
-        if zone is None:
-            timezone.deactivate()
-        else:
-            timezone.activate(zone)
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        self.get_response = get_response
+        self._async = iscoroutinefunction(get_response)
+        if self._async:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if self._async:
+            return self._acall(request)
+        _activate(request)
         try:
             return self.get_response(request)
         finally:
             timezone.deactivate()
+
+    async def _acall(self, request: HttpRequest) -> HttpResponse:
+        _activate(request)
+        try:
+            return await self.get_response(request)
+        finally:
+            timezone.deactivate()
+
+
+def _activate(request: HttpRequest) -> None:
+    zone = viewer_zone(request)
+    if zone is None:
+        timezone.deactivate()
+    else:
+        timezone.activate(zone)

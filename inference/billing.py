@@ -33,7 +33,7 @@ from ledger.accounts import (
 from ledger.errors import InsufficientFunds
 from ledger.models import Account, AccountKind
 from ledger.pricing import rules_version
-from ledger.services import Leg, entry_post
+from ledger.services import Leg, account_open, entry_post
 
 PER = 1_000_000  # token prices are per million tokens
 
@@ -112,7 +112,9 @@ def request_open(
             held_minor=amount,
             book_version=book_version,
         )
-        held = account_ensure(
+        # The request is new in this transaction, so nobody else can be opening its account:
+        # no savepoint and no second look (account_ensure's) are needed.
+        held = account_open(
             code=held_code(request.pk), kind=AccountKind.HELD, owner_id=submitter_id
         )
         entry_post(

@@ -11,6 +11,7 @@ nothing of a request lives in a process's memory:
 | `cp:inf:busy:<node>`    | zset   | the node's slots in use, each with an expiry                |
 | `cp:inf:n:<node>`       | string | the node's inference state from its last poll (expires)     |
 | `cp:inf:unfit:<node>`   | hash   | model → what the node and model were when loading failed    |
+| `cp:inf:w:<reader>`     | stream | wakes a process's reader when it has a new stream to follow |
 
 Each attempt has a stream of its own, so an agent that lost the request (the hub moved it to
 another node) pushes into a stream nobody reads: nothing it sends is relayed or paid for.
@@ -18,8 +19,11 @@ another node) pushes into a stream nobody reads: nothing it sends is relayed or 
 
 import asyncio
 import json
+import logging
 import time
+import uuid
 import weakref
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
@@ -27,6 +31,8 @@ import redis.asyncio as aredis
 from django.conf import settings
 
 from people.keys import hash_key
+
+log = logging.getLogger(__name__)
 
 PREFIX = "cp:inf"
 # A slot is held while the hub relays; a hub process that dies mid-request frees it at expiry.
@@ -211,14 +217,94 @@ async def assign(
     await pipe.execute()
 
 
+@dataclass
+class _Follow:
+    """One attempt's stream, as the reader has read it."""
+
+    cursor: str
+    entries: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class _Reader:
+    """Every stream this event loop relays, read by one blocking XREAD over all of them, whose
+    entries go to each stream's follower. One read per stream per push (hundreds of blocked
+    connections, each woken and parsed on its own) kept a process's loop from keeping up with
+    hundreds of streams. A stream newly followed wakes the XREAD in force through the reader's
+    own wake stream, so that the next one includes it."""
+
+    BLOCK_MS = 1000
+    COUNT = 500
+
+    def __init__(self) -> None:
+        self.follows: dict[str, _Follow] = {}
+        self.wake_key = f"{PREFIX}:w:{uuid.uuid4().hex}"
+        self.wake_cursor = "0"
+        self.task: asyncio.Task | None = None
+
+    async def follow(self, key: str, after: str) -> _Follow:
+        follow = self.follows.get(key)
+        if follow is None:
+            follow = self.follows[key] = _Follow(after)
+            if self.task is not None and not self.task.done():
+                pipe = aclient().pipeline(transaction=False)
+                pipe.xadd(self.wake_key, {"w": "1"}, maxlen=10, approximate=True)
+                pipe.expire(self.wake_key, 60)
+                await pipe.execute()
+        if self.task is None or self.task.done():  # none yet, or it ended (Redis failed it)
+            self.task = asyncio.ensure_future(self._run())
+        return follow
+
+    def unfollow(self, keys: list[str]) -> None:
+        for key in keys:
+            self.follows.pop(key, None)
+
+    async def _run(self) -> None:
+        while self.follows:  # ends with the last stream: a loop's reader lives while needed
+            streams = {self.wake_key: self.wake_cursor}
+            streams.update((key, follow.cursor) for key, follow in self.follows.items())
+            try:
+                answer = await aclient().xread(streams, block=self.BLOCK_MS, count=self.COUNT)
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                # Its streams wait for it: a reader that ended here would leave them silent.
+                log.warning("relay reader: %s; reading again", exc)
+                await asyncio.sleep(0.1)
+                continue
+            for key, entries in answer or []:
+                if key == self.wake_key:
+                    self.wake_cursor = entries[-1][0]
+                elif (follow := self.follows.get(key)) is not None:
+                    follow.cursor = entries[-1][0]
+                    follow.entries += entries
+                    follow.ready.set()
+
+
+_readers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _reader() -> _Reader:
+    loop = asyncio.get_running_loop()
+    reader = _readers.get(loop)
+    if reader is None:
+        reader = _readers[loop] = _Reader()
+    return reader
+
+
 async def read(
     request_id: int, attempt: int, after: str, *, block_s: float
 ) -> list[tuple[str, dict[str, str]]]:
-    """The attempt's entries after id `after`, waiting up to `block_s` for the first."""
-    answer = await aclient().xread(
-        {_out(request_id, attempt): after}, block=max(1, int(block_s * 1000)), count=500
-    )
-    return answer[0][1] if answer else []
+    """The attempt's entries after id `after` (where this process starts following it; after
+    that, wherever the last read ended), waiting up to `block_s` for the first."""
+    follow = await _reader().follow(_out(request_id, attempt), after)
+    if not follow.entries:
+        try:
+            async with asyncio.timeout(block_s):
+                await follow.ready.wait()
+        except TimeoutError:
+            return []
+    entries, follow.entries = follow.entries, []
+    follow.ready.clear()
+    return entries
 
 
 async def fence(request_id: int) -> None:
@@ -232,6 +318,6 @@ async def cancel(request_id: int) -> None:
 
 
 async def forget(request_id: int, attempts: int) -> None:
-    await aclient().delete(
-        _attempt(request_id), *(_out(request_id, n) for n in range(1, attempts + 1))
-    )
+    outs = [_out(request_id, n) for n in range(1, attempts + 1)]
+    _reader().unfollow(outs)
+    await aclient().delete(_attempt(request_id), *outs)

@@ -223,8 +223,9 @@ async def _dispatch(serving: Serving, candidates: list[routing.Candidate], body:
 # --- relay -----------------------------------------------------------------------------------
 
 
-async def _pieces(serving: Serving) -> AsyncIterator[str]:
-    """The answer's text, token by token, as the hub relays it; sets how it ended."""
+async def _pieces(serving: Serving) -> AsyncIterator[list[str]]:
+    """The answer's text as the hub relays it, in the runs of tokens that arrived together
+    (one write to the client for each run, not one per token); sets how it ended."""
     req = serving.request
     last_keep = time.monotonic()
     while True:
@@ -237,26 +238,31 @@ async def _pieces(serving: Serving) -> AsyncIterator[str]:
                 serving.failure = "the node stopped answering"
                 return
             serving.cursor = entries[-1][0]
+        run: list[str] = []
         for _id, entry in entries:
             kind, value = entry.get("k"), json.loads(entry.get("v", "null"))
             if kind == "p":  # never believed beyond the hub's own bound
                 serving.prompt_tokens = min(max(int(value), 0), req.prompt_bound)
             elif kind == "t":
-                for piece in value:
-                    if serving.tokens >= req.max_tokens:
-                        serving.finish_reason = "length"
-                        await relay.cancel(req.pk)
-                        return
-                    serving.tokens += 1
-                    yield str(piece)
+                room = req.max_tokens - serving.tokens
+                run += [str(piece) for piece in value[:room]]
+                serving.tokens += min(len(value), room)
+                if len(value) > room:
+                    serving.finish_reason = "length"
+                    await relay.cancel(req.pk)
+                    break
             elif kind == "e":
                 reported = value.get("prompt_tokens", 0)
                 serving.prompt_tokens = min(max(int(reported), 0), req.prompt_bound)
                 serving.finish_reason = value.get("finish_reason") or "stop"
-                return
+                break
             else:
                 serving.failure = f"the node failed: {value.get('error', 'error')}"[:200]
-                return
+                break
+        if run:
+            yield run
+        if serving.finish_reason is not None or serving.failure:
+            return
         if time.monotonic() - last_keep > 10:
             await relay.slot_keep(serving.candidate.node_id, serving.slot)
             last_keep = time.monotonic()
@@ -314,6 +320,10 @@ def _chunk(admitted: Admitted, serving: Serving, **choice: Any) -> dict[str, Any
     }
 
 
+def _piece(chat: bool, piece: str) -> dict[str, Any]:
+    return {"delta": {"content": piece}} if chat else {"text": piece, "logprobs": None}
+
+
 def _sse(data: dict[str, Any] | str) -> bytes:
     text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
     return f"data: {text}\n\n".encode()
@@ -326,9 +336,11 @@ async def _stream(admitted: Admitted, serving: Serving) -> AsyncIterator[bytes]:
         if chat:
             yield _sse(_chunk(admitted, serving, delta={"role": "assistant", "content": ""},
                               finish_reason=None))  # fmt: skip
-        async for piece in _pieces(serving):
-            choice = {"delta": {"content": piece}} if chat else {"text": piece, "logprobs": None}
-            yield _sse(_chunk(admitted, serving, **choice, finish_reason=None))
+        async for run in _pieces(serving):
+            yield b"".join(
+                _sse(_chunk(admitted, serving, **_piece(chat, piece), finish_reason=None))
+                for piece in run
+            )
         if serving.finish_reason is not None and not serving.failure:
             last = {"delta": {}} if chat else {"text": "", "logprobs": None}
             yield _sse(_chunk(admitted, serving, **last, finish_reason=serving.finish_reason))
@@ -348,7 +360,7 @@ async def _stream(admitted: Admitted, serving: Serving) -> AsyncIterator[bytes]:
 
 
 async def _whole(admitted: Admitted, serving: Serving) -> HttpResponse:
-    text = "".join([piece async for piece in _pieces(serving)])
+    text = "".join(["".join(run) async for run in _pieces(serving)])
     await _close(serving)
     if serving.failure:
         return _error(serving.failure, 502, code="node_failed")

@@ -1,0 +1,71 @@
+"""One reader per event loop follows every stream the process relays (inference.relay._Reader):
+each follower gets its own stream's entries, in order, however many streams one XREAD covers,
+and a stream followed while that XREAD is blocked is read too."""
+
+import asyncio
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.conf import settings
+
+from inference import relay
+
+
+@pytest.fixture
+def redis_keys():
+    if not settings.REDIS_URL:
+        pytest.fail("the relay tests need Redis (REDIS_URL); scripts/test.sh provides one")
+    yield
+    client = relay.sclient()
+    for key in client.scan_iter(f"{relay.PREFIX}:*"):
+        client.delete(key)
+
+
+def _push(request_id: int, *pieces: str) -> None:
+    for piece in pieces:
+        relay.sclient().xadd(relay._out(request_id, 1), {"k": "t", "v": f'["{piece}"]'})
+
+
+async def _read_all(request_id: int, count: int) -> list[str]:
+    got: list[str] = []
+    while len(got) < count:
+        entries = await relay.read(request_id, 1, "0", block_s=30)
+        got += [entry["v"] for _, entry in entries]
+    return got
+
+
+def test_it_gives_each_stream_its_own_entries_in_order(redis_keys):
+    async def run() -> list[list[str]]:
+        for request_id in range(1, 51):
+            _push(request_id, f"a{request_id}", f"b{request_id}")
+        return await asyncio.gather(*(_read_all(request_id, 2) for request_id in range(1, 51)))
+
+    answers = async_to_sync(run)()
+    assert answers == [[f'["a{n}"]', f'["b{n}"]'] for n in range(1, 51)]
+
+
+def test_it_reads_a_stream_followed_while_it_waits_on_others(redis_keys):
+    async def run() -> tuple[list[str], list[str]]:
+        early = asyncio.ensure_future(_read_all(1, 1))
+        await asyncio.sleep(0)  # the reader now blocks on stream 1 alone
+        late = asyncio.ensure_future(_read_all(2, 2))
+        await asyncio.sleep(0)
+        _push(2, "x", "y")
+        second = await late
+        _push(1, "z")
+        return await early, second
+
+    first, second = async_to_sync(run)()
+    assert (first, second) == (['["z"]'], ['["x"]', '["y"]'])
+
+
+def test_it_stops_reading_a_stream_once_forgotten(redis_keys):
+    async def run() -> tuple[bool, bool]:
+        _push(7, "a")
+        await _read_all(7, 1)
+        reader = relay._reader()
+        following = relay._out(7, 1) in reader.follows
+        await relay.forget(7, 1)
+        return following, relay._out(7, 1) in reader.follows
+
+    assert async_to_sync(run)() == (True, False)
