@@ -22,6 +22,7 @@ import pytest
 from django.db import connection
 
 from tests.conftest import client_with_key
+from tests.e2e.conftest import database_url
 from tests.jobs.conftest import claim, complete, online_node, upload
 from tests.webhooks.conftest import succeeded_job
 from tests.webhooks.receiver import receiver
@@ -40,12 +41,6 @@ def examples(language: str) -> list[str]:
     return [body for lang, body in FENCE.findall(DOC.read_text()) if lang == language]
 
 
-def _database_url() -> str:
-    db = connection.settings_dict
-    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
-    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
 class Shell:
     """bash sessions that keep their exported variables from one example to the next."""
 
@@ -55,7 +50,8 @@ class Shell:
         self.hub = hub
         self.env = {
             **os.environ,
-            "DATABASE_URL": _database_url(),  # `python manage.py` on the test's database
+            # `python manage.py` on the test's database
+            "DATABASE_URL": database_url(connection.settings_dict),
             "PYTHON_FOR_DOCS": sys.executable,
         }
 

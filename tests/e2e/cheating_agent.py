@@ -14,12 +14,12 @@ from agent.cli import main
 _honest_complete = runner.TaskRunner._complete
 
 
-def _complete(self, claim, result, want_next):
+def _complete(self, claim, result, *args, **kwargs):
     for output in result.outputs:
         invented = os.urandom(64)
         output.path.write_bytes(invented)
         output.size, output.sha256 = len(invented), hashlib.sha256(invented).hexdigest()
-    return _honest_complete(self, claim, result, want_next)
+    return _honest_complete(self, claim, result, *args, **kwargs)
 
 
 runner.TaskRunner._complete = _complete

@@ -185,7 +185,7 @@ def _claim_redis_db(base: str) -> int:
     pytest.skip("no free Redis database for the live stack's broker")
 
 
-def _database_url(settings_dict: dict) -> str:
+def database_url(settings_dict: dict) -> str:
     user = quote(settings_dict.get("USER") or "")
     password = settings_dict.get("PASSWORD") or ""
     auth = f"{user}:{quote(password)}@" if password else (f"{user}@" if user else "")
@@ -287,7 +287,7 @@ def live_stack(
     env["LEDGER_SIGNING_KEY"] = ledger_key
     env.update(
         {
-            "DATABASE_URL": _database_url(connection.settings_dict),
+            "DATABASE_URL": database_url(connection.settings_dict),
             "REDIS_URL": f"{base}/{db}",
             "CELERY_BROKER_URL": f"{base}/{db}",
             "COMPUTEPOOL_VAR_DIR": str(tmp_path / "var"),

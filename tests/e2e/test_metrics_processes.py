@@ -15,7 +15,7 @@ from people.services import user_create
 from tests.conftest import client_with_key
 from tests.core.alerting import drain_queue, webhook_receiver
 from tests.core.scraping import samples, value
-from tests.e2e.conftest import LiveStack, _database_url
+from tests.e2e.conftest import LiveStack, database_url
 from tests.e2e.pgcluster import free_port
 from tests.jobs.conftest import CREDITS, fund, submit_job
 from tests.nodes.conftest import beat, register_node
@@ -55,7 +55,7 @@ def processes(transactional_db, tmp_path: Path, settings, receiver):
     env.update(
         {
             "DJANGO_SETTINGS_MODULE": "computepool.settings",
-            "DATABASE_URL": _database_url(connection.settings_dict),
+            "DATABASE_URL": database_url(connection.settings_dict),
             "COMPUTEPOOL_VAR_DIR": str(tmp_path / "var"),
             "SECRET_KEY": "metrics-test-" + os.urandom(8).hex(),
             "THROTTLE_PER_KEY": "100000/min",

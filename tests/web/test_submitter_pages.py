@@ -16,7 +16,11 @@ import pytest
 from jobs.models import Artifact, Job
 from ledger.funding import credits_grant
 from people.services import api_key_create, user_create
-from tests.e2e.conftest import ROOT, live_stack  # noqa: F401 - a fixture used below
+from tests.e2e.conftest import (  # noqa: F401 - fixtures used below
+    ROOT,
+    live_stack,
+    live_stack_process_env,
+)
 from tests.e2e.test_job_run import start_agent
 from tests.web.conftest import PASSWORD
 
