@@ -3,8 +3,10 @@ each follower gets its own stream's entries, in order, however many streams one 
 and a stream followed while that XREAD is blocked is read too."""
 
 import asyncio
+import time
 
 import pytest
+import redis
 from asgiref.sync import async_to_sync
 from django.conf import settings
 
@@ -16,20 +18,29 @@ def redis_keys():
     if not settings.REDIS_URL:
         pytest.fail("the relay tests need Redis (REDIS_URL); scripts/test.sh provides one")
     yield
-    client = relay.sclient()
+    client = _client()
     for key in client.scan_iter(f"{relay.PREFIX}:*"):
         client.delete(key)
 
 
+def _client() -> redis.Redis:
+    # The Redis the reader reads now (this test's settings), not the process's cached client,
+    # which an earlier test may have made for another database.
+    return redis.Redis.from_url(relay._url(), decode_responses=True)
+
+
 def _push(request_id: int, *pieces: str) -> None:
+    client = _client()
     for piece in pieces:
-        relay.sclient().xadd(relay._out(request_id, 1), {"k": "t", "v": f'["{piece}"]'})
+        client.xadd(relay._out(request_id, 1), {"k": "t", "v": f'["{piece}"]'})
 
 
 async def _read_all(request_id: int, count: int) -> list[str]:
     got: list[str] = []
+    deadline = time.monotonic() + 30
     while len(got) < count:
-        entries = await relay.read(request_id, 1, "0", block_s=30)
+        assert time.monotonic() < deadline, f"stream {request_id}: {got} after 30 s"
+        entries = await relay.read(request_id, 1, "0", block_s=5)
         got += [entry["v"] for _, entry in entries]
     return got
 
