@@ -7,6 +7,7 @@ operator's node is 404 like a missing one), and every change calls the service t
 
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -167,42 +168,40 @@ class NodePriceFloorPage(OperatorPage, View):
         return redirect("web:node", node_id=node.pk)
 
 
-class NodeRetirePage(OperatorPage, View):
+class _NodeActionPage(OperatorPage, View):
+    """A button on the node's page: the service `act` on the operator's node (as the API's
+    POST …/retire, …/pause, …/resume), then back to the page with `done` said when it changed
+    something."""
+
     http_method_names = ["post", "options"]
+    act: Callable[..., bool]
+    done: str  # "{name}" is the node's
 
     def post(self, request: HttpRequest, node_id: int) -> HttpResponse:
         node = node_get(operator=request.user, node_id=node_id)
         try:
-            retired = node_retire(node=node, actor=_actor(request))
+            changed = type(self).act(node=node, actor=_actor(request))
         except DomainError as exc:
             messages.error(request, str(exc))
             return redirect("web:node", node_id=node.pk)
-        if retired:
-            messages.success(request, f"{node.name} is removed from the pool; its key is revoked.")
+        if changed:
+            messages.success(request, self.done.format(name=node.name))
         return redirect("web:node", node_id=node.pk)
 
 
-class NodePausePage(OperatorPage, View):
-    """Pause (or, with `resume`, end the pause of) one of the operator's nodes."""
+class NodeRetirePage(_NodeActionPage):
+    act = node_retire
+    done = "{name} is removed from the pool; its key is revoked."
 
-    http_method_names = ["post", "options"]
-    resume = False
 
-    def post(self, request: HttpRequest, node_id: int) -> HttpResponse:
-        node = node_get(operator=request.user, node_id=node_id)
-        change = node_resume if self.resume else node_pause
-        try:
-            changed = change(node=node, actor=_actor(request))
-        except DomainError as exc:
-            messages.error(request, str(exc))
-            return redirect("web:node", node_id=node.pk)
-        if changed and self.resume:
-            messages.success(request, f"{node.name} takes work again from its next heartbeat.")
-        elif changed:
-            messages.success(
-                request, f"{node.name} is paused: it finishes what it runs and takes no new work."
-            )
-        return redirect("web:node", node_id=node.pk)
+class NodePausePage(_NodeActionPage):
+    act = node_pause
+    done = "{name} is paused: it finishes what it runs and takes no new work."
+
+
+class NodeResumePage(_NodeActionPage):
+    act = node_resume
+    done = "{name} takes work again from its next heartbeat."
 
 
 class EnrolForm(forms.Form):

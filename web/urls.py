@@ -51,11 +51,7 @@ urlpatterns = [
     ),
     path("nodes/<int:node_id>/retire/", operator.NodeRetirePage.as_view(), name="node_retire"),
     path("nodes/<int:node_id>/pause/", operator.NodePausePage.as_view(), name="node_pause"),
-    path(
-        "nodes/<int:node_id>/resume/",
-        operator.NodePausePage.as_view(resume=True),
-        name="node_resume",
-    ),
+    path("nodes/<int:node_id>/resume/", operator.NodeResumePage.as_view(), name="node_resume"),
     path("earnings/", earnings.EarningsPage.as_view(), name="earnings"),
     path("earnings/cashout/", earnings.CashoutPage.as_view(), name="cashout"),
     # finance
