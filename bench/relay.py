@@ -11,7 +11,7 @@
    one clock), p50/p99, and how many streams finished.
 
     .venv/bin/python -m bench.relay [--requests 40] [--tokens 200] [--streams 500]
-        [--rate 5] [--stream-tokens 40] [--hub-workers 1]
+        [--rate 5] [--stream-tokens 100] [--ramp 10] [--hub-workers 2]
 """
 
 import argparse
@@ -209,11 +209,12 @@ def overhead(url: str, key: str, requests: int, tokens: int) -> tuple[list[float
 
 async def streams(
     url: str, key: str, count: int, tokens: int, ramp_s: float
-) -> tuple[list[float], int, int, int]:
+) -> tuple[list[tuple[float, float]], int, int, int, tuple[float, float]]:
     import httpx2
 
-    lags: list[float] = []
+    lags: list[tuple[float, float]] = []  # (arrival, added latency ms) of each token
     done = [0, 0]  # finished, failed
+    held = [0.0, 0.0]  # when the last stream opened, when the first one ended
     open_now, peak = [0], [0]
     why: Counter[str] = Counter()
     limits = httpx2.Limits(max_connections=count + 10, max_keepalive_connections=count + 10)
@@ -232,6 +233,8 @@ async def streams(
                         return
                     open_now[0] += 1
                     peak[0] = max(peak[0], open_now[0])
+                    if open_now[0] == count:
+                        held[0] = time.time()
                     async for line in response.aiter_lines():
                         now = time.time()
                         if not line.startswith("data: {"):
@@ -239,7 +242,10 @@ async def streams(
                         chunk = json.loads(line[6:])
                         for choice in chunk.get("choices", []):
                             text = choice.get("delta", {}).get("content") or ""
-                            lags.extend((now - float(s)) * 1000 for s in text.split(";") if s)
+                            lags.extend((now, (now - float(s)) * 1000)
+                                        for s in text.split(";") if s)  # fmt: skip
+                    if open_now[0] == count:
+                        held[1] = time.time()
                     open_now[0] -= 1
                 done[0] += 1
             except Exception as exc:  # a stream that broke counts as failed, with why
@@ -249,7 +255,7 @@ async def streams(
         await asyncio.gather(*(one(index) for index in range(count)))
     for reason, count in why.most_common():
         print(f"  failed ×{count}: {reason}")
-    return lags, done[0], done[1], peak[0]
+    return lags, done[0], done[1], peak[0], (held[0], held[1])
 
 
 # --- the run -------------------------------------------------------------------------------------
@@ -266,7 +272,8 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=5.0, help="tokens/s of each fake stream")
     parser.add_argument("--stream-tokens", type=int, default=100)
     parser.add_argument("--ramp", type=float, default=10.0, help="seconds to open the streams")
-    parser.add_argument("--hub-workers", type=int, default=1)
+    # One uvicorn worker per core of this 2-core machine, as a hub is deployed (docs/inference.md).
+    parser.add_argument("--hub-workers", type=int, default=2)
     parser.add_argument("--skip-overhead", action="store_true")
     parser.add_argument("--skip-streams", action="store_true")
     args = parser.parse_args()
@@ -329,15 +336,23 @@ def main() -> None:
             ))  # fmt: skip
             wait_polling(dbname)
             started = time.monotonic()
-            lags, finished, failed, peak = common.run(
+            stamped, finished, failed, peak, (all_open, first_end) = common.run(
                 streams(url, sub_key, args.streams, args.stream_tokens, args.ramp)
             )
             took = time.monotonic() - started
+            lags = [lag for _, lag in stamped]
             print(f"{args.streams} streams of {args.stream_tokens} tokens at {args.rate}/s, "
                   f"opened over {args.ramp:g} s: {peak} open at once; {finished} finished, "
                   f"{failed} failed in {took:.1f} s; added token latency "
                   f"p50 {common.pct(lags, 50):.1f} ms, p99 {common.pct(lags, 99):.1f} ms "
                   f"({len(lags)} tokens)")  # fmt: skip
+            # The same, for the tokens relayed while every stream was open (no stream opening or
+            # closing, whose admission and settlement share the hub's cores with the relaying).
+            held = [lag for at, lag in stamped if all_open <= at <= first_end]
+            if held:
+                print(f"  while all {args.streams} were open ({first_end - all_open:.1f} s): "
+                      f"p50 {common.pct(held, 50):.1f} ms, p99 {common.pct(held, 99):.1f} ms "
+                      f"({len(held)} tokens)")  # fmt: skip
     finally:
         for proc in agents:
             proc.send_signal(signal.SIGTERM)

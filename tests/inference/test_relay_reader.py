@@ -45,11 +45,23 @@ async def _read_all(request_id: int, count: int) -> list[str]:
     return got
 
 
+async def _forget(*request_ids: int) -> None:
+    """Forget the streams and wait for the reader to end on its own (it reads while it follows
+    a stream), rather than leave it to be cancelled in a blocked read when the loop closes."""
+    reader = relay._reader()
+    for request_id in request_ids:
+        await relay.forget(request_id, 1)
+    await asyncio.wait_for(reader.task, 10)
+    assert reader.follows == {}
+
+
 def test_it_gives_each_stream_its_own_entries_in_order(redis_keys):
     async def run() -> list[list[str]]:
         for request_id in range(1, 51):
             _push(request_id, f"a{request_id}", f"b{request_id}")
-        return await asyncio.gather(*(_read_all(request_id, 2) for request_id in range(1, 51)))
+        got = await asyncio.gather(*(_read_all(request_id, 2) for request_id in range(1, 51)))
+        await _forget(*range(1, 51))
+        return got
 
     answers = async_to_sync(run)()
     assert answers == [[f'["a{n}"]', f'["b{n}"]'] for n in range(1, 51)]
@@ -64,7 +76,9 @@ def test_it_reads_a_stream_followed_while_it_waits_on_others(redis_keys):
         _push(2, "x", "y")
         second = await late
         _push(1, "z")
-        return await early, second
+        first = await early
+        await _forget(1, 2)
+        return first, second
 
     first, second = async_to_sync(run)()
     assert (first, second) == (['["z"]'], ['["x"]', '["y"]'])
@@ -76,7 +90,7 @@ def test_it_stops_reading_a_stream_once_forgotten(redis_keys):
         await _read_all(7, 1)
         reader = relay._reader()
         following = relay._out(7, 1) in reader.follows
-        await relay.forget(7, 1)
+        await _forget(7)
         return following, relay._out(7, 1) in reader.follows
 
     assert async_to_sync(run)() == (True, False)
