@@ -20,15 +20,10 @@ Every other path goes through Django's handler and the full chain, unchanged.
 from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.exception import convert_exception_to_response
 from django.middleware.security import SecurityMiddleware
+from django.urls import reverse
 
-PATHS = frozenset(
-    {
-        "/v1/chat/completions",
-        "/v1/completions",
-        "/api/v1/agent/inference/poll",
-        "/api/v1/agent/inference/push",
-    }
-)
+# By name, so that the paths are the URLconf's (inference/urls.py, inference/agent_urls.py).
+ROUTES = ("v1-chat-completions", "v1-completions", "agent-inference-poll", "agent-inference-push")
 
 
 class _Security:
@@ -60,9 +55,10 @@ class LeanHandler(ASGIHandler):
 def with_lean_relay(application):
     """`application` for every path but the relay's, which go to a LeanHandler."""
     lean = LeanHandler()
+    paths = frozenset(reverse(name) for name in ROUTES)
 
     async def route(scope, receive, send):
-        if scope["type"] == "http" and scope["path"] in PATHS:
+        if scope["type"] == "http" and scope["path"] in paths:
             return await lean(scope, receive, send)
         return await application(scope, receive, send)
 

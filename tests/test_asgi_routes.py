@@ -7,11 +7,11 @@ import json
 import pytest
 from asgiref.sync import ThreadSensitiveContext, async_to_sync
 from asgiref.testing import ApplicationCommunicator
-from django.urls import resolve
+from django.urls import resolve, reverse
 from django.utils.deprecation import MiddlewareMixin
 
 from computepool.asgi import application
-from core.asgi_routes import PATHS
+from core.asgi_routes import ROUTES
 
 
 def _scope(path: str) -> dict:
@@ -69,7 +69,14 @@ def test_other_paths_keep_djangos_handler_and_the_whole_chain(seen):
     assert headers[b"X-Content-Type-Options"] == b"nosniff"
 
 
-def test_the_lean_paths_are_async_views_with_no_csrf_to_check():
-    for path in PATHS:
+def test_the_lean_paths_are_the_relays_async_views_with_no_csrf_to_check():
+    paths = {reverse(name) for name in ROUTES}
+    assert paths == {
+        "/v1/chat/completions",
+        "/v1/completions",
+        "/api/v1/agent/inference/poll",
+        "/api/v1/agent/inference/push",
+    }
+    for path in paths:
         view = resolve(path).func
         assert view.view_class.view_is_async and view.csrf_exempt, path
