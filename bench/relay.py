@@ -10,7 +10,7 @@
    streams together and hold them. Figure: the added latency of each token (arrival − stamp,
    one clock), p50/p99, and how many streams finished.
 
-    .venv/bin/python -m bench.relay [--requests 40] [--tokens 200] [--streams 500]
+    .venv/bin/python -m bench.relay [--requests 40] [--tokens 1000] [--streams 500]
         [--rate 5] [--stream-tokens 100] [--ramp 10] [--hub-workers 2]
 """
 
@@ -79,6 +79,19 @@ def fake_agent(config_path: str, slots: int, rate: float) -> None:
         settings=InferenceSettings(slots=slots),
     )
     stop = threading.Event()
+    # Each push's round trip, for the run's summary: a push that waits delays all its tokens.
+    timings = open(Path(config_path).with_name("pushes.txt"), "w")  # noqa: SIM115
+    push = client.inference_push
+
+    def timed_push(pushes):
+        started = time.monotonic()
+        try:
+            return push(pushes)
+        finally:
+            timings.write(f"{(time.monotonic() - started) * 1000:.2f}\n")
+            timings.flush()
+
+    client.inference_push = timed_push
 
     def beat() -> None:  # keeps the node online, as the daemon's heartbeat does
         while not stop.wait(2):
@@ -217,6 +230,7 @@ async def streams(
     held = [0.0, 0.0]  # when the last stream opened, when the first one ended
     open_now, peak = [0], [0]
     why: Counter[str] = Counter()
+    loop_lag: list[float] = []
     limits = httpx2.Limits(max_connections=count + 10, max_keepalive_connections=count + 10)
     async with httpx2.AsyncClient(base_url=url, timeout=600, limits=limits) as client:
 
@@ -252,7 +266,21 @@ async def streams(
                 done[1] += 1
                 why[f"{type(exc).__name__}: {exc}"[:160]] += 1
 
+        async def probe() -> None:  # how late this client's own loop wakes
+            while not stopped:
+                before = time.monotonic()
+                await asyncio.sleep(0.01)
+                loop_lag.append((time.monotonic() - before - 0.01) * 1000)
+
+        stopped = False
+        probing = asyncio.ensure_future(probe())
         await asyncio.gather(*(one(index) for index in range(count)))
+        stopped = True
+        await probing
+        print(
+            f"  client loop lag p50 {common.pct(loop_lag, 50):.1f} ms, "
+            f"p99 {common.pct(loop_lag, 99):.1f} ms"
+        )
     for reason, count in why.most_common():
         print(f"  failed ×{count}: {reason}")
     return lags, done[0], done[1], peak[0], (held[0], held[1])
@@ -267,7 +295,9 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=40)
-    parser.add_argument("--tokens", type=int, default=200)
+    # Long enough that tokens/s is the relay's sustained rate: the tiny model makes 200 tokens
+    # in about 33 ms, where the few milliseconds of an answer's last push alone are a tenth.
+    parser.add_argument("--tokens", type=int, default=1000)
     parser.add_argument("--streams", type=int, default=500)
     parser.add_argument("--rate", type=float, default=5.0, help="tokens/s of each fake stream")
     parser.add_argument("--stream-tokens", type=int, default=100)
@@ -348,6 +378,11 @@ def main() -> None:
                   f"({len(lags)} tokens)")  # fmt: skip
             # The same, for the tokens relayed while every stream was open (no stream opening or
             # closing, whose admission and settlement share the hub's cores with the relaying).
+            pushes = [float(line) for line in open(workdir / "pushes.txt")]  # noqa: SIM115
+            print(
+                f"  the agent's {len(pushes)} pushes: round trip p50 "
+                f"{common.pct(pushes, 50):.1f} ms, p99 {common.pct(pushes, 99):.1f} ms"
+            )
             held = [lag for at, lag in stamped if all_open <= at <= first_end]
             if held:
                 print(f"  while all {args.streams} were open ({first_end - all_open:.1f} s): "
