@@ -4,7 +4,3 @@ from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "computepool.settings")
 application = get_wsgi_application()
-
-from core.long_lived import freeze_loaded  # noqa: E402 (Django must be set up first)
-
-freeze_loaded()

@@ -1,12 +1,14 @@
-"""The objects a hub process loads once, kept out of the cyclic garbage collector.
+"""The objects an ASGI hub process loads once, kept out of the cyclic garbage collector.
 
-A full collection walks every object the process tracks, with every thread and the event loop
-stopped. Each walked the ~160k objects of Django, DRF and this project's modules, which live as
-long as the process does: 100–180 ms in an ASGI worker relaying hundreds of streams (every
-stream's next tokens waited for it), and 100–330 ms in a gunicorn thread worker under load,
-where a completion that holds an operator's earnings or the platform's revenue row until its
-commit makes every other completion of the hub wait with it. Freezing those objects once they
-are loaded leaves a full collection only what the requests made.
+A full collection walks every object the process tracks. A hub serving the relay holds
+hundreds of streams open, and what they allocate keeps triggering full collections every few
+seconds. Each of those walked the ~160k objects of Django, DRF and this project's modules,
+which live as long as the process does. That took 100–180 ms with the event loop stopped,
+and every stream's next tokens waited for it. Freezing those objects once they are loaded
+leaves each full collection only what the requests made.
+
+Not done for the WSGI processes: a collection there stops one request's thread, not hundreds
+of streams.
 """
 
 import gc
