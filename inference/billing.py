@@ -32,7 +32,7 @@ from ledger.accounts import (
 )
 from ledger.errors import InsufficientFunds
 from ledger.models import Account, AccountKind
-from ledger.pricing import rules_version
+from ledger.pricing import fee_of_version
 from ledger.services import Leg, account_open, entry_post
 
 PER = 1_000_000  # token prices are per million tokens
@@ -156,6 +156,12 @@ class Outcome:
     failure: str = ""  # why not, otherwise
 
 
+_CLOSED_FIELDS = [
+    "state", "node_id", "prompt_tokens", "completion_tokens", "charged_minor", "ttft_ms",
+    "outcome", "finished_at",
+]  # fmt: skip
+
+
 def request_close(request_id: int, outcome: Outcome) -> InferenceRequest:
     """Settle and close the request once; a second call returns it as it is."""
     with transaction.atomic():
@@ -170,7 +176,7 @@ def request_close(request_id: int, outcome: Outcome) -> InferenceRequest:
         served = outcome.failure == "" and outcome.finish_reason is not None
         # The prompt is paid for once an answer was delivered (an empty one included).
         billed_prompt = outcome.prompt_tokens if served or outcome.completion_tokens else 0
-        fee_bps = rules_version(request.book_version).platform_fee_bps
+        fee_bps = fee_of_version(request.book_version).platform_fee_bps
         figures = close_figures(
             held=held.balance,
             prompt_tokens=billed_prompt,
@@ -238,5 +244,5 @@ def request_close(request_id: int, outcome: Outcome) -> InferenceRequest:
         request.ttft_ms = outcome.ttft_ms
         request.outcome = payload["outcome"][:200]
         request.finished_at = timezone.now()
-        request.save()
+        request.save(update_fields=_CLOSED_FIELDS)
     return request

@@ -4,7 +4,7 @@ sums recomputed from its inputs and its price book (verify_ledger)."""
 from inference.billing import close_figures
 from ledger.errors import DomainError
 from ledger.models import Event
-from ledger.pricing import rules_version
+from ledger.pricing import fee_of_version
 
 
 class RequestsProjection:
@@ -23,7 +23,7 @@ class RequestsProjection:
     def _fee_bps(self, version: int) -> int | None:
         if version not in self._fees:
             try:
-                self._fees[version] = rules_version(version).platform_fee_bps
+                self._fees[version] = fee_of_version(version).platform_fee_bps
             except DomainError:
                 self._fees[version] = None
         return self._fees[version]

@@ -186,6 +186,15 @@ def fee_at(when: datetime) -> Fee:
     return Fee(version=row[0], platform_fee_bps=row[1])
 
 
+def fee_of_version(version: int) -> Fee:
+    """The platform fee of one book version (to settle or recompute what was priced under it),
+    without the rest of its rules."""
+    fee = PriceBook.objects.filter(pk=version).values_list("platform_fee_bps", flat=True).first()
+    if fee is None:
+        raise NoRulesInForce(f"price book v{version} does not exist")
+    return Fee(version=version, platform_fee_bps=fee)
+
+
 def price_book_copy(*, source: PriceBook, effective_from: datetime, name: str = "") -> PriceBook:
     """A new version with the same rules, editable until `effective_from`."""
     if timezone.is_naive(effective_from):

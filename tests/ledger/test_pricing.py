@@ -16,6 +16,7 @@ from ledger.pricing import (
     PriceOutOfBounds,
     UnknownRegion,
     UnknownTier,
+    fee_of_version,
     price_book_copy,
     rules_at,
     rules_version,
@@ -152,6 +153,18 @@ def test_a_new_version_takes_over_at_its_effective_from():
     assert later.version == draft.pk
     assert later.tier_multiplier("gtx-1080") == Decimal("1.7")
     assert later.tiers.keys() == rules_at(now).tiers.keys()
+
+
+def test_a_versions_fee_is_its_own_not_the_one_in_force():
+    now = timezone.now()
+    first = PriceBook.objects.first()
+    draft = price_book_copy(source=first, effective_from=now + timedelta(hours=1))
+    PriceBook.objects.filter(pk=draft.pk).update(platform_fee_bps=1500)
+    assert fee_of_version(first.pk).platform_fee_bps == rules_version(first.pk).platform_fee_bps
+    assert fee_of_version(draft.pk).platform_fee_bps == 1500
+    assert fee_of_version(draft.pk).version == draft.pk
+    with pytest.raises(NoRulesInForce):
+        fee_of_version(draft.pk + 1000)
 
 
 def test_the_market_moves_a_spot_price_within_bounds_and_records_it():
