@@ -376,13 +376,13 @@ def main() -> None:
                   f"{failed} failed in {took:.1f} s; added token latency "
                   f"p50 {common.pct(lags, 50):.1f} ms, p99 {common.pct(lags, 99):.1f} ms "
                   f"({len(lags)} tokens)")  # fmt: skip
-            # The same, for the tokens relayed while every stream was open (no stream opening or
-            # closing, whose admission and settlement share the hub's cores with the relaying).
             pushes = [float(line) for line in open(workdir / "pushes.txt")]  # noqa: SIM115
             print(
                 f"  the agent's {len(pushes)} pushes: round trip p50 "
                 f"{common.pct(pushes, 50):.1f} ms, p99 {common.pct(pushes, 99):.1f} ms"
             )
+            # The same, for the tokens relayed while every stream was open (no stream opening or
+            # closing, whose admission and settlement share the hub's cores with the relaying).
             held = [lag for at, lag in stamped if all_open <= at <= first_end]
             if held:
                 print(f"  while all {args.streams} were open ({first_end - all_open:.1f} s): "

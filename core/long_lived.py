@@ -7,8 +7,9 @@ which live as long as the process does. That took 100–180 ms with the event lo
 and every stream's next tokens waited for it. Freezing those objects once they are loaded
 leaves each full collection only what the requests made.
 
-Not done for the WSGI processes: a collection there stops one request's thread, not hundreds
-of streams.
+Not done for the WSGI processes: a full collection stops a gunicorn worker's threads for as
+long, but freezing there gave the throughput bench no gain that its alternating pairs could tell
+from the machine's swings (docs/decisions.md).
 """
 
 import gc
