@@ -11,7 +11,6 @@ ROOT = Path(__file__).resolve().parents[1]
 PROBE = """
 import gc
 import computepool.asgi
-import django.urls
 print(gc.get_freeze_count(), len(gc.get_objects()))
 """
 
