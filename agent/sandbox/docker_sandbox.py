@@ -424,13 +424,18 @@ class DockerSandbox(SandboxBase):
     @staticmethod
     def _freeze(container: Container) -> bool:
         """Pause the container; False where nothing runs in it any more (its idle process
-        died with the job)."""
+        died with the job). runc answers such a pause 409; gVisor, whose sandbox can stop with
+        a job its memory limit killed, 500 ("in state stopped"): the container's own state
+        tells them apart from a real failure."""
         try:
             container.pause()
         except APIError as exc:
-            if exc.status_code != 409:
-                raise
-            return False
+            if exc.status_code == 409:
+                return False
+            container.reload()
+            if container.status != "running":
+                return False
+            raise
         return True
 
     @staticmethod
