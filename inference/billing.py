@@ -91,54 +91,63 @@ def request_open(
             rate_out=rate_out,
         ),
     )
-    with transaction.atomic():
-        available = (
-            Account.objects.select_for_update().filter(code=available_code(submitter_id)).first()
-        )
-        balance = available.balance if available is not None else 0
-        if available is None or balance < amount:
-            raise InsufficientFunds(
-                f"this request can cost up to {quotes.format_minor(amount)} credits, which are "
-                f"held until it ends, but only {quotes.format_minor(balance)} are available: "
-                "top up, or lower max_tokens",
-                fields={"credits": [f"need {amount}, available {balance} (minor units)"]},
+    code = available_code(submitter_id)
+    # Read without a lock: the hold's posting checks the floor under the row's lock at the end of
+    # the transaction (ledger_post), so a submitter's concurrent requests queue on that row for
+    # one statement, not for the whole admission. This read spares a request that cannot be paid
+    # for its writes, and words the refusal.
+    available = Account.objects.filter(code=code).first()
+    if available is None or available.balance < amount:
+        raise _short(amount, available.balance if available is not None else 0)
+    try:
+        with transaction.atomic():
+            request = InferenceRequest.objects.create(
+                submitter_id=submitter_id,
+                model=model,
+                kind=kind,
+                prompt_bound=prompt_bound,
+                max_tokens=max_tokens,
+                held_minor=amount,
+                book_version=book_version,
             )
-        request = InferenceRequest.objects.create(
-            submitter_id=submitter_id,
-            model=model,
-            kind=kind,
-            prompt_bound=prompt_bound,
-            max_tokens=max_tokens,
-            held_minor=amount,
-            book_version=book_version,
-        )
-        # The request is new in this transaction, so nobody else can be opening its account:
-        # no savepoint and no second look (account_ensure's) are needed.
-        held = account_open(
-            code=held_code(request.pk), kind=AccountKind.HELD, owner_id=submitter_id
-        )
-        entry_post(
-            kind="hold",
-            legs=[Leg(available, -amount), Leg(held, amount)],
-            stream=stream_of(request.pk),
-            expected_version=0,
-            event_type="InferenceRequested",
-            payload={
-                "request_id": request.pk,
-                "submitter_id": submitter_id,
-                "model": model.name,
-                "model_sha256": model.sha256,
-                "kind": kind,
-                "prompt_bound": prompt_bound,
-                "max_tokens": max_tokens,
-                "rate_in": rate_in,
-                "rate_out": rate_out,
-                "book_version": book_version,
-                "amount_minor": amount,
-            },
-            actor=f"user:{submitter_id}",
-        )
+            held = account_open(
+                code=held_code(request.pk), kind=AccountKind.HELD, owner_id=submitter_id, new=True
+            )
+            entry_post(
+                kind="hold",
+                legs=[Leg(available, -amount), Leg(held, amount)],
+                stream=stream_of(request.pk),
+                expected_version=0,
+                event_type="InferenceRequested",
+                payload={
+                    "request_id": request.pk,
+                    "submitter_id": submitter_id,
+                    "model": model.name,
+                    "model_sha256": model.sha256,
+                    "kind": kind,
+                    "prompt_bound": prompt_bound,
+                    "max_tokens": max_tokens,
+                    "rate_in": rate_in,
+                    "rate_out": rate_out,
+                    "book_version": book_version,
+                    "amount_minor": amount,
+                },
+                actor=f"user:{submitter_id}",
+            )
+    except InsufficientFunds:
+        # Another request of the submitter's took the credits after the read above; the entry
+        # rolled the whole transaction back.
+        raise _short(amount, Account.objects.get(code=code).balance) from None
     return request
+
+
+def _short(amount: int, balance: int) -> InsufficientFunds:
+    return InsufficientFunds(
+        f"this request can cost up to {quotes.format_minor(amount)} credits, which are "
+        f"held until it ends, but only {quotes.format_minor(balance)} are available: "
+        "top up, or lower max_tokens",
+        fields={"credits": [f"need {amount}, available {balance} (minor units)"]},
+    )
 
 
 @dataclass(frozen=True)
@@ -162,6 +171,11 @@ _CLOSED_FIELDS = [
 ]  # fmt: skip
 
 
+def _accounts(*codes: str) -> dict[str, Account]:
+    """The accounts of these codes that exist, by code."""
+    return {account.code: account for account in Account.objects.filter(code__in=codes)}
+
+
 def request_close(request_id: int, outcome: Outcome) -> InferenceRequest:
     """Settle and close the request once; a second call returns it as it is."""
     with transaction.atomic():
@@ -172,7 +186,17 @@ def request_close(request_id: int, outcome: Outcome) -> InferenceRequest:
             outcome.completion_tokens > request.max_tokens
         ):
             raise DomainError(f"request {request_id}: more tokens than it was held for")
-        held = Account.objects.select_for_update().get(code=held_code(request_id))
+        submitter_id = request.submitter_id
+        # Every account the close may move, in one read. The hold's balance needs no lock of
+        # its own: only this request's opening and closing move it, and the request's row is
+        # locked above.
+        accounts = _accounts(
+            held_code(request_id),
+            available_code(submitter_id),
+            REVENUE,
+            *([earnings_code(outcome.operator_id)] if outcome.operator_id is not None else []),
+        )
+        held = accounts[held_code(request_id)]
         served = outcome.failure == "" and outcome.finish_reason is not None
         # The prompt is paid for once an answer was delivered (an empty one included).
         billed_prompt = outcome.prompt_tokens if served or outcome.completion_tokens else 0
@@ -185,26 +209,21 @@ def request_close(request_id: int, outcome: Outcome) -> InferenceRequest:
             rate_out=outcome.rate_out,
             fee_bps=fee_bps,
         )
-        submitter_id = request.submitter_id
         legs = [Leg(held, -held.balance)]
         if figures.operator:
             if outcome.operator_id is None:
                 raise DomainError(f"request {request_id}: a charge with no operator to pay")
-            legs.append(
-                Leg(
-                    account_ensure(
-                        code=earnings_code(outcome.operator_id),
-                        kind=AccountKind.EARNINGS,
-                        owner_id=outcome.operator_id,
-                    ),
-                    figures.operator,
-                )
+            code = earnings_code(outcome.operator_id)
+            earnings = accounts.get(code) or account_ensure(
+                code=code, kind=AccountKind.EARNINGS, owner_id=outcome.operator_id
             )
+            legs.append(Leg(earnings, figures.operator))
         if figures.fee:
-            legs.append(Leg(system_account(REVENUE), figures.fee))
+            legs.append(Leg(accounts.get(REVENUE) or system_account(REVENUE), figures.fee))
         if figures.released:
-            available = account_ensure(
-                code=available_code(submitter_id), kind=AccountKind.AVAILABLE, owner_id=submitter_id
+            code = available_code(submitter_id)
+            available = accounts.get(code) or account_ensure(
+                code=code, kind=AccountKind.AVAILABLE, owner_id=submitter_id
             )
             legs.append(Leg(available, figures.released))
         payload = {

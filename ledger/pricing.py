@@ -6,7 +6,7 @@ not say). The book's region multipliers are keyed by those codes, and a spot mar
 """
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
@@ -115,13 +115,20 @@ class Rules:
         )
 
 
-def _book_at(when: datetime) -> PriceBook:
-    if timezone.is_naive(when):
-        raise ValueError("rules_at needs a timezone-aware datetime")
-    book = PriceBook.objects.filter(effective_from__lte=when).order_by("-effective_from").first()
-    if book is None:
-        raise NoRulesInForce(f"no price book is in force at {when.isoformat()}")
-    return book
+# The rules of books already in force, by version, kept by each process: such a book and its
+# rates are frozen (a trigger refuses any change to them, migrations/0005), so they are read once.
+# Which book is in force is still read on every call, so a new book counts the moment it takes
+# effect. A book that took effect within the last FROZEN_AFTER is read again each time: the
+# trigger judges by the database's clock at the writing transaction's start, so a transaction
+# begun just before the book took effect, or a database clock a little behind the hub's, may
+# still edit it.
+_frozen_rules: dict[int, Rules] = {}
+FROZEN_AFTER = timedelta(seconds=10)
+
+
+def rules_forget() -> None:
+    """Drop this process's kept rules (tests that start from an empty database)."""
+    _frozen_rules.clear()
 
 
 def _rules_of(book: PriceBook) -> Rules:
@@ -145,17 +152,24 @@ def _rules_of(book: PriceBook) -> Rules:
     )
 
 
-def rules_at(when: datetime | None = None) -> Rules:
-    """The rule set in force at `when` (now by default)."""
-    return _rules_of(_book_at(when or timezone.now()))
-
-
 def rules_version(version: int) -> Rules:
-    """The rule set of one book version (to recompute what was settled under it)."""
+    """The rule set of one book version (to price under it, or recompute what was settled
+    under it)."""
+    rules = _frozen_rules.get(version)
+    if rules is not None:
+        return rules
     book = PriceBook.objects.filter(pk=version).first()
     if book is None:
         raise NoRulesInForce(f"price book v{version} does not exist")
-    return _rules_of(book)
+    rules = _rules_of(book)
+    if book.effective_from <= timezone.now() - FROZEN_AFTER:
+        _frozen_rules[version] = rules
+    return rules
+
+
+def rules_at(when: datetime | None = None) -> Rules:
+    """The rule set in force at `when` (now by default)."""
+    return rules_version(fee_at(when or timezone.now()).version)
 
 
 def known_tiers(when: datetime | None = None) -> list[str]:
@@ -189,6 +203,8 @@ def fee_at(when: datetime) -> Fee:
 def fee_of_version(version: int) -> Fee:
     """The platform fee of one book version (to settle or recompute what was priced under it),
     without the rest of its rules."""
+    if version in _frozen_rules:
+        return Fee(version=version, platform_fee_bps=_frozen_rules[version].platform_fee_bps)
     fee = PriceBook.objects.filter(pk=version).values_list("platform_fee_bps", flat=True).first()
     if fee is None:
         raise NoRulesInForce(f"price book v{version} does not exist")

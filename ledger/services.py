@@ -225,10 +225,15 @@ def account_open(
     currency: str = CREDITS,
     allow_negative: bool | None = None,
     actor: str = "system",
+    new: bool = False,
 ) -> Account:
-    """Return the account `code`, opening it (with an AccountOpened event) if it is new."""
+    """Return the account `code`, opening it (with an AccountOpened event) if it is new.
+
+    `new`: the code names something the caller created in this very transaction (an inference
+    request's hold), so nobody can have opened it and the lookup is skipped; the AccountOpened
+    event's version and the unique code still refuse a second opening."""
     _require_transaction("account_open")
-    account = Account.objects.filter(code=code).first()
+    account = None if new else Account.objects.filter(code=code).first()
     if account is not None:
         return account
     if allow_negative is None:

@@ -182,11 +182,13 @@ def reseed() -> None:
 @pytest.fixture(autouse=True)
 def _seeded(request: pytest.FixtureRequest) -> None:
     """pytest-django runs transactional tests after all others: re-seed before each of them.
-    Every test starts with no spot price remembered from another test's database."""
+    Every test starts with no price or rule remembered from another test's database."""
     from jobs import billing
+    from ledger import pricing
 
     billing._spot_cache.clear()
     billing._tier_cache.clear()
+    pricing.rules_forget()
     marker = request.node.get_closest_marker("django_db")
     transactional = "transactional_db" in request.fixturenames or (
         marker is not None and marker.kwargs.get("transaction")

@@ -155,6 +155,26 @@ def test_a_new_version_takes_over_at_its_effective_from():
     assert later.tiers.keys() == rules_at(now).tiers.keys()
 
 
+def test_a_book_in_force_is_read_once_and_a_new_one_counts_at_once(django_assert_num_queries):
+    in_force = rules_at()
+    with django_assert_num_queries(1):  # which book is in force; its frozen rules are kept
+        assert rules_at() is in_force
+    with django_assert_num_queries(0):
+        assert fee_of_version(in_force.version).platform_fee_bps == in_force.platform_fee_bps
+    now = timezone.now()
+    draft = price_book_copy(
+        source=PriceBook.objects.get(pk=in_force.version), effective_from=now + timedelta(hours=1)
+    )
+    gtx = PriceRule.objects.filter(book=draft, kind=RuleKind.TIER, key="gtx-1080")
+    gtx.update(value=Decimal("1.7"))
+    assert rules_version(draft.pk).tier_multiplier("gtx-1080") == Decimal("1.7")
+    gtx.update(value=Decimal("1.9"))  # a draft may still change: it is read each time
+    assert rules_version(draft.pk).tier_multiplier("gtx-1080") == Decimal("1.9")
+    PriceBook.objects.filter(pk=draft.pk).update(effective_from=now)  # published
+    assert rules_at().version == draft.pk
+    assert rules_at().tier_multiplier("gtx-1080") == Decimal("1.9")
+
+
 def test_a_versions_fee_is_its_own_not_the_one_in_force():
     now = timezone.now()
     first = PriceBook.objects.first()
