@@ -176,6 +176,11 @@ def _accounts(*codes: str) -> dict[str, Account]:
     return {account.code: account for account in Account.objects.filter(code__in=codes)}
 
 
+def _ensured(read: dict[str, Account], *, code: str, kind: str, owner_id: int) -> Account:
+    """The account as `_accounts` read it, or opened now: its first use."""
+    return read.get(code) or account_ensure(code=code, kind=kind, owner_id=owner_id)
+
+
 def request_close(request_id: int, outcome: Outcome) -> InferenceRequest:
     """Settle and close the request once; a second call returns it as it is."""
     with transaction.atomic():
@@ -190,13 +195,14 @@ def request_close(request_id: int, outcome: Outcome) -> InferenceRequest:
         # Every account the close may move, in one read. The hold's balance needs no lock of
         # its own: only this request's opening and closing move it, and the request's row is
         # locked above.
+        held_at = held_code(request_id)
         accounts = _accounts(
-            held_code(request_id),
+            held_at,
             available_code(submitter_id),
             REVENUE,
             *([earnings_code(outcome.operator_id)] if outcome.operator_id is not None else []),
         )
-        held = accounts[held_code(request_id)]
+        held = accounts[held_at]
         served = outcome.failure == "" and outcome.finish_reason is not None
         # The prompt is paid for once an answer was delivered (an empty one included).
         billed_prompt = outcome.prompt_tokens if served or outcome.completion_tokens else 0
@@ -213,17 +219,21 @@ def request_close(request_id: int, outcome: Outcome) -> InferenceRequest:
         if figures.operator:
             if outcome.operator_id is None:
                 raise DomainError(f"request {request_id}: a charge with no operator to pay")
-            code = earnings_code(outcome.operator_id)
-            earnings = accounts.get(code) or account_ensure(
-                code=code, kind=AccountKind.EARNINGS, owner_id=outcome.operator_id
+            earnings = _ensured(
+                accounts,
+                code=earnings_code(outcome.operator_id),
+                kind=AccountKind.EARNINGS,
+                owner_id=outcome.operator_id,
             )
             legs.append(Leg(earnings, figures.operator))
         if figures.fee:
             legs.append(Leg(accounts.get(REVENUE) or system_account(REVENUE), figures.fee))
         if figures.released:
-            code = available_code(submitter_id)
-            available = accounts.get(code) or account_ensure(
-                code=code, kind=AccountKind.AVAILABLE, owner_id=submitter_id
+            available = _ensured(
+                accounts,
+                code=available_code(submitter_id),
+                kind=AccountKind.AVAILABLE,
+                owner_id=submitter_id,
             )
             legs.append(Leg(available, figures.released))
         payload = {

@@ -203,8 +203,9 @@ def fee_at(when: datetime) -> Fee:
 def fee_of_version(version: int) -> Fee:
     """The platform fee of one book version (to settle or recompute what was priced under it),
     without the rest of its rules."""
-    if version in _frozen_rules:
-        return Fee(version=version, platform_fee_bps=_frozen_rules[version].platform_fee_bps)
+    kept = _frozen_rules.get(version)
+    if kept is not None:
+        return Fee(version=version, platform_fee_bps=kept.platform_fee_bps)
     fee = PriceBook.objects.filter(pk=version).values_list("platform_fee_bps", flat=True).first()
     if fee is None:
         raise NoRulesInForce(f"price book v{version} does not exist")
