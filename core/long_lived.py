@@ -1,4 +1,6 @@
-"""The objects an ASGI hub process loads once, kept out of the cyclic garbage collector.
+"""What a hub process loads once, as it starts: every view (`load_views`, for WSGI and ASGI
+processes alike) and, in an ASGI process, those objects kept out of the cyclic garbage collector
+(`freeze_loaded`).
 
 A full collection walks every object the process tracks. A hub serving the relay holds
 hundreds of streams open, and what they allocate keeps triggering full collections every few
@@ -17,8 +19,18 @@ import gc
 from django.urls import get_resolver
 
 
-def freeze_loaded() -> None:
-    """Load every view (through the URLconf), collect, then freeze all that is left."""
+def load_views() -> None:
+    """Import every view's module now, through the URLconf, as a hub process starts.
+
+    Django loads the URLconf on a process's first request. Here that imports the API, the web
+    app and the relay with its Redis client, about a second of work holding the interpreter's
+    lock: a freshly started worker's first requests, and the others its threads were serving,
+    would all wait behind it."""
     get_resolver().url_patterns  # noqa: B018 (imports each view's module)
+
+
+def freeze_loaded() -> None:
+    """Load every view, collect, then freeze all that is left."""
+    load_views()
     gc.collect()
     gc.freeze()
