@@ -312,14 +312,36 @@ def attempt_complete(
             charged = 0
             job_state = verification.slice_decide(fenced.job_id, fenced.index, now)
         else:
-            charged = billing.settle(
-                attempt_id=attempt_id, runtime_ms=runtime, charge=True, figures=fenced.figures
-            )
-            job_state = job_count_finished(
-                fenced.job_id, "tasks_succeeded", now, submitter_id=fenced.figures.submitter_id
-            )
+            charged, job_state = _settle_and_count(fenced, attempt_id, runtime, now)
         count_attempt(TaskState.SUCCEEDED, "")
     return Outcome(TaskState.SUCCEEDED, job_state, runtime, charged)
+
+
+def _settle_and_count(
+    fenced: Fenced, attempt_id: int, runtime: int, now: datetime
+) -> tuple[int, str | None]:
+    """Pay a succeeded attempt and count it on its job, finishing the job if it was the last;
+    returns what was charged and the state the job ended in (None if it goes on).
+
+    The money moves last. The accounts a completion credits, the operator's earnings and (when
+    the job ends) the submitter's available credits, are shared by every completion of that
+    operator's nodes or that submitter's jobs, and each stays locked from its move until the
+    commit: moved first, they would be held across the job's count, its end and its webhook, and
+    the operator's other completions would queue behind all of it. So the job's hold is locked
+    first (the lock order's place for it), with everything the settlement and the release read;
+    then the job is counted and ended; then the two entries are posted, one after the other,
+    right before the commit."""
+    figures = fenced.figures
+    locked = billing.hold_lock(attempt_id=attempt_id, figures=figures)
+    job_state = job_count_finished(
+        fenced.job_id, "tasks_succeeded", now, submitter_id=figures.submitter_id, release=False
+    )
+    charged = billing.settle(
+        attempt_id=attempt_id, runtime_ms=runtime, charge=True, figures=figures, locked=locked
+    )
+    if job_state is not None:
+        billing.release(job_id=fenced.job_id, submitter_id=figures.submitter_id, locked=locked)
+    return charged, job_state
 
 
 def attempt_fail(
@@ -543,15 +565,23 @@ def count_attempt(outcome: str, failure_class: str) -> None:
 
 
 def job_count_finished(
-    job_id: int, counter: str, now: datetime, by: int = 1, *, submitter_id: int | None = None
+    job_id: int,
+    counter: str,
+    now: datetime,
+    by: int = 1,
+    *,
+    submitter_id: int | None = None,
+    release: bool = True,
 ) -> str | None:
-    """Count finished tasks; the report that finishes the last task finishes the job."""
+    """Count finished tasks; the report that finishes the last task finishes the job and, unless
+    told not to (`release` False: the caller gives back what is still held itself, later in its
+    transaction), releases the job's hold."""
     assert counter in _COUNTERS
-    return _count_and_finish(job_id, counter, now, by, submitter_id)
+    return _count_and_finish(job_id, counter, now, by, submitter_id, release)
 
 
 def _count_and_finish(
-    job_id: int, counter: str, now: datetime, by: int, submitter_id: int | None
+    job_id: int, counter: str, now: datetime, by: int, submitter_id: int | None, release: bool
 ) -> str | None:
     params = {
         "s": by if counter == "tasks_succeeded" else 0,
@@ -565,15 +595,21 @@ def _count_and_finish(
         succeeded, failed, cancelled, done, final = cursor.fetchone()
     if not done:
         return None
-    _finished(job_id, final, succeeded, failed, cancelled, submitter_id)
+    _finished(job_id, final, succeeded, failed, cancelled, submitter_id, release)
     return final
 
 
 def _finished(
-    job_id: int, final: str, succeeded: int, failed: int, cancelled: int, submitter_id: int | None
+    job_id: int,
+    final: str,
+    succeeded: int,
+    failed: int,
+    cancelled: int,
+    submitter_id: int | None,
+    release: bool,
 ) -> None:
-    """Record the finish the caller has just made, give back what is still held, and tell the
-    apps that follow a job's end (jobs.hooks)."""
+    """Record the finish the caller has just made, give back what is still held (if `release`),
+    and tell the apps that follow a job's end (jobs.hooks)."""
     event_append(
         stream=f"job:{job_id}",
         type="JobFinished",
@@ -586,6 +622,7 @@ def _finished(
             "cancelled": cancelled,
         },
     )
-    billing.release(job_id=job_id, submitter_id=submitter_id)
+    if release:
+        billing.release(job_id=job_id, submitter_id=submitter_id)
     after_commit(lambda: metrics.JOBS_FINISHED.labels(final).inc())
     hooks.job_finished(job_id, final)

@@ -60,11 +60,30 @@ def _figures(attempt_id: int) -> SettleFigures:
     return SettleFigures(*row)
 
 
+def hold_lock(*, attempt_id: int, figures: SettleFigures) -> settlement.HoldLocked:
+    """Lock the attempt's job hold now, with all that its settlement and the job's release will
+    read; pass it to `settle` and `release` later in the same transaction."""
+    return settlement.hold_lock(
+        job_id=figures.job_id,
+        operator_id=figures.operator_id,
+        submitter_id=figures.submitter_id,
+        attempt_id=attempt_id,
+        when=figures.leased_at,
+        fresh=True,
+    )
+
+
 def settle(
-    *, attempt_id: int, runtime_ms: int, charge: bool, figures: SettleFigures | None = None
+    *,
+    attempt_id: int,
+    runtime_ms: int,
+    charge: bool,
+    figures: SettleFigures | None = None,
+    locked: settlement.HoldLocked | None = None,
 ) -> int:
     """Settle one attempt exactly once; returns what was charged (0 when not charged). Pass the
-    `figures` already read (the completion's fenced read has them) to read nothing more.
+    `figures` already read (the completion's fenced read has them) to read nothing more, and
+    the hold `locked` by `hold_lock` if the caller took it.
 
     Call it only in the transaction that has just ended the attempt (its compare-and-set or
     its row lock won): that is what makes the settlement `fresh`."""
@@ -85,14 +104,20 @@ def settle(
         node_id=f.node_id,
         actor="system:settlement",
         fresh=True,
+        locked=locked,
     )
     return entry.event.payload["charged_minor"] if entry is not None else 0
 
 
-def release(*, job_id: int, submitter_id: int | None = None) -> None:
+def release(
+    *,
+    job_id: int,
+    submitter_id: int | None = None,
+    locked: settlement.HoldLocked | None = None,
+) -> None:
     if submitter_id is None:
         submitter_id = Job.objects.values_list("submitter_id", flat=True).get(pk=job_id)
-    settlement.hold_release(job_id=job_id, submitter_id=submitter_id, actor="system")
+    settlement.hold_release(job_id=job_id, submitter_id=submitter_id, actor="system", locked=locked)
 
 
 def holds_lock(job_ids: set[int], *, releasing_to: set[int]) -> None:

@@ -4,6 +4,8 @@
 - `attempt_settle` when an attempt ends: its cost, from the job's hold to the operator's
   earnings and platform revenue. Exactly once per attempt.
 - `hold_release` when the job ends: whatever is still held goes back to available.
+- `hold_lock`, for a caller with work to do between locking the job's hold and moving money
+  (a completion): its result, passed to the two above, spares them their own reads.
 
 Each takes its locks and appends its event in the caller's transaction, without a savepoint
 (the hot path pays no extra round trips): an error marks the caller's whole transaction for
@@ -180,6 +182,70 @@ _SETTLE_INPUTS = (
 )
 
 
+@dataclass
+class HoldLocked:
+    """A job's hold as this transaction locked it (`hold_lock`), read in the same statement as
+    the accounts its settlements and its release move money to and the fee of the book in force.
+    `taken` is what this transaction's settlements have moved out of the hold since the lock, so
+    a release later in the same transaction gives back exactly the rest without reading the row
+    again."""
+
+    job_id: int
+    held: Account | None
+    settled_id: int | None
+    fee: Fee
+    earnings: Account | None = None
+    revenue: Account | None = None
+    available: Account | None = None
+    taken: int = 0
+
+    @property
+    def rest(self) -> int:
+        """What is still held for the job now, in this transaction."""
+        return self.held.balance - self.taken if self.held is not None else 0
+
+
+def hold_lock(
+    *,
+    job_id: int,
+    operator_id: int,
+    submitter_id: int,
+    attempt_id: int,
+    when: datetime,
+    fresh: bool,
+) -> HoldLocked:
+    """Lock the job's hold, reading in the same statement the fee of the book in force at
+    `when`, the accounts a charge credits and the submitter's available credits (a release's
+    destination); then whether the attempt's settlement key is taken, unless the caller knows it
+    cannot be (`fresh`). That lookup must be a statement of its own: one that waited for the
+    lock still reads with the snapshot it started with, and would miss the twin it waited for.
+
+    Pass the result to `attempt_settle` and `hold_release` later in the same transaction: they
+    then read nothing more, and the caller can do its other work between the lock and the moves
+    of the shared accounts (jobs.attempts._settle_and_count says why it does)."""
+    names = {
+        "held": job_held_code(job_id),
+        "earnings": earnings_code(operator_id),
+        "revenue": REVENUE,
+        "available": available_code(submitter_id),
+        "at": when,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(statement("ledger", "hold_lock"), names)
+        row = cursor.fetchone()
+    settled_id = None
+    if not fresh:
+        key = settle_key(attempt_id)
+        settled_id = Event.objects.filter(idempotency_key=key).values_list("pk", flat=True).first()
+    if row is None:  # nothing was ever held for this job
+        return HoldLocked(job_id, None, settled_id, fee_at(when))
+    book_id, fee_bps = row[-2:]
+    if book_id is None:
+        raise NoRulesInForce(f"no price book is in force at {when.isoformat()}")
+    held, earnings, revenue, available = writes.accounts_from_row(row, 4)
+    return HoldLocked(job_id, held, settled_id, Fee(book_id, fee_bps), earnings, revenue, available)
+
+
 def attempt_settle(
     *,
     attempt_id: int,
@@ -197,8 +263,12 @@ def attempt_settle(
     node_id: int | None = None,
     actor: str = "system",
     fresh: bool = False,
+    locked: HoldLocked | None = None,
 ) -> Entry | None:
     """Settle one attempt, exactly once (idempotency key `settle:attempt:<id>`).
+
+    `locked`: the job's hold as the caller already locked it in this transaction
+    (`hold_lock`); without it, it is locked here.
 
     `fresh`: the caller moved the attempt out of an active state in this very transaction
     (compare-and-set or row lock), so it cannot have been settled before and the lookup of an
@@ -240,7 +310,17 @@ def attempt_settle(
         # Serialises every settlement of this job, so a twin fired concurrently waits here and
         # then finds the first one's event below instead of failing on the unique key.
         when = priced_at or timezone.now()
-        locked = _lock_hold(job_id=job_id, operator_id=operator_id, key=key, when=when, fresh=fresh)
+        if locked is None:
+            locked = hold_lock(
+                job_id=job_id,
+                operator_id=operator_id,
+                submitter_id=submitter_id,
+                attempt_id=attempt_id,
+                when=when,
+                fresh=fresh,
+            )
+        elif locked.job_id != job_id:
+            raise ValueError(f"the hold locked is job {locked.job_id}'s, not job {job_id}'s")
         held, book = locked.held, locked.fee
         original = (
             Event.objects.filter(idempotency_key=key).first()
@@ -255,7 +335,7 @@ def attempt_settle(
             return _entry_of(original)
         if held is not None and held.owner_id != submitter_id:
             raise DomainError(f"job {job_id}'s hold belongs to another submitter")
-        held_before = held.balance if held is not None else 0
+        held_before = locked.rest
         billed = quotes.billed_ms(runtime_ms=runtime_ms, timeout_ms=timeout_ms)
         cost = quotes.cost_minor(price_per_s_minor=price_per_s_minor, billed_ms=billed)
         charged = min(cost, held_before) if charge else 0
@@ -299,7 +379,7 @@ def attempt_settle(
             legs.append(Leg(earnings, split.operator))
         if split.fee:
             legs.append(Leg(revenue, split.fee))
-        return entry_post(
+        entry = entry_post(
             kind="settlement",
             legs=legs,
             stream=stream,
@@ -310,6 +390,8 @@ def attempt_settle(
             idempotency_key=key,
             key_checked=True,
         )
+        locked.taken += split.cost
+        return entry
 
 
 def spot_check_settle(
@@ -376,42 +458,6 @@ def spot_check_settle(
         actor=actor,
         idempotency_key=key,
     )
-
-
-@dataclass(frozen=True)
-class _Locked:
-    held: Account | None
-    settled_id: int | None
-    fee: Fee
-    earnings: Account | None = None
-    revenue: Account | None = None
-
-
-def _lock_hold(*, job_id: int, operator_id: int, key: str, when: datetime, fresh: bool) -> _Locked:
-    """Lock the job's hold, reading in the same statement the fee of the book in force at
-    `when` and the accounts a charge credits; then whether this settlement's key is taken,
-    unless the caller knows it cannot be (`fresh`). That lookup must be a statement of its own:
-    one that waited for the lock still reads with the snapshot it started with, and would miss
-    the twin it waited for."""
-    names = {
-        "held": job_held_code(job_id),
-        "earnings": earnings_code(operator_id),
-        "revenue": REVENUE,
-        "at": when,
-    }
-    with connection.cursor() as cursor:
-        cursor.execute(statement("ledger", "hold_lock"), names)
-        row = cursor.fetchone()
-    settled_id = None
-    if not fresh:
-        settled_id = Event.objects.filter(idempotency_key=key).values_list("pk", flat=True).first()
-    if row is None:  # nothing was ever held for this job
-        return _Locked(None, settled_id, fee_at(when))
-    book_id, fee_bps = row[-2:]
-    if book_id is None:
-        raise NoRulesInForce(f"no price book is in force at {when.isoformat()}")
-    held, earnings, revenue = writes.accounts_from_row(row, 3)
-    return _Locked(held, settled_id, Fee(book_id, fee_bps), earnings, revenue)
 
 
 @dataclass(frozen=True)
@@ -507,8 +553,14 @@ def settlements_for_attempts(attempt_ids: Iterable[int]) -> dict[int, Settlement
 # --- Release ----------------------------------------------------------------------------------
 
 
-def hold_release(*, job_id: int, submitter_id: int, actor: str) -> Entry | None:
+def hold_release(
+    *, job_id: int, submitter_id: int, actor: str, locked: HoldLocked | None = None
+) -> Entry | None:
     """Give back whatever is still held for `job_id` (held → available) when the job ends.
+
+    `locked`: the job's hold as the caller locked it earlier in this transaction
+    (`hold_lock`), with what its settlements have taken since; without it, the hold is locked
+    and read here.
 
     Idempotent: with nothing held (already released, fully spent, never held) it writes
     nothing and returns None. A settlement after the release finds nothing held and charges
@@ -518,23 +570,32 @@ def hold_release(*, job_id: int, submitter_id: int, actor: str) -> Entry | None:
     _require("submitter_id", submitter_id, minimum=1)
     with transaction.atomic(savepoint=False):
         code = available_code(submitter_id)
-        held, available = writes.account_lock_with(job_held_code(job_id), code)
-        if held is None or held.balance == 0:
+        if locked is None:
+            held, available = writes.account_lock_with(job_held_code(job_id), code)
+            rest = held.balance if held is not None else 0
+        elif locked.job_id != job_id:
+            raise ValueError(f"the hold locked is job {locked.job_id}'s, not job {job_id}'s")
+        else:
+            held, available, rest = locked.held, locked.available, locked.rest
+        if held is None or rest == 0:
             return None
         if held.owner_id != submitter_id:
             raise DomainError(f"job {job_id}'s hold belongs to another submitter")
         available = available or account_ensure(
             code=code, kind=AccountKind.AVAILABLE, owner_id=submitter_id
         )
-        return entry_post(
+        entry = entry_post(
             kind="release",
-            legs=[Leg(held, -held.balance), Leg(available, held.balance)],
+            legs=[Leg(held, -rest), Leg(available, rest)],
             stream=hold_key(job_id),
             event_type="CreditsReleased",
             payload={
                 "job_id": job_id,
                 "submitter_id": submitter_id,
-                "amount_minor": held.balance,
+                "amount_minor": rest,
             },
             actor=actor,
         )
+        if locked is not None:
+            locked.taken += rest
+        return entry
