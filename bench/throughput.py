@@ -220,22 +220,38 @@ class RawAgent:
                    "exit_code": 0, "artifacts": []},
                   f"node:{n['id']}")],
             )  # fmt: skip
-            # Settlement: the hold locked, the book's fee and the two credited accounts read
-            # alongside; a fresh settlement looks for no earlier one.
+            # The job's hold locked, with the book's fee and the accounts the settlement and
+            # the release credit (`billing.hold_lock`); a fresh settlement looks for no earlier
+            # one.
             cur.execute(
-                "SELECT h.id, h.code, h.kind, h.owner_id, h.currency, h.balance, "
-                "h.allow_negative, h.projected, e.id, r.id, (SELECT b.id FROM ledger_pricebook b "
+                "SELECT h.id, h.balance, e.id, r.id, v.id, (SELECT b.id FROM ledger_pricebook b "
                 "WHERE b.effective_from <= %s ORDER BY b.effective_from DESC LIMIT 1), "
                 "(SELECT b.platform_fee_bps FROM ledger_pricebook b WHERE b.effective_from <= %s "
                 "ORDER BY b.effective_from DESC LIMIT 1) FROM ledger_account h "
                 "LEFT JOIN ledger_account e ON e.code = %s "
-                "LEFT JOIN ledger_account r ON r.code = %s WHERE h.code = %s FOR UPDATE OF h",
+                "LEFT JOIN ledger_account r ON r.code = %s "
+                "LEFT JOIN ledger_account v ON v.code = %s WHERE h.code = %s FOR UPDATE OF h",
                 [leased_at, leased_at, f"user:{operator_id}:earnings", "platform:revenue",
-                 f"job:{job_id}:held"],
+                 f"user:{submitter_id}:available", f"job:{job_id}:held"],
             )  # fmt: skip
-            row = cur.fetchone()
-            held_id, held_balance, book, fee_bps = row[0], row[5], row[10], row[11]
-            earnings, revenue = row[8], row[9]
+            held_id, held_balance, earnings, revenue, available, book, fee_bps = cur.fetchone()
+            # The job's counter and, for its last task, its end (`_count_and_finish`),
+            # JobFinished and its webhook's delivery (none here: no job names one).
+            cur.execute(self.count_sql, {"s": 1, "f": 0, "c": 0, "job": job_id, "now": now})
+            succeeded, _, _, done, _ = cur.fetchone()
+            if done:
+                _event(
+                    cur, f"job:{job_id}", None, "JobFinished",
+                    {"job_id": job_id, "state": "succeeded", "succeeded": succeeded, "failed": 0,
+                     "cancelled": 0},
+                    "system",
+                )  # fmt: skip
+                cur.execute(
+                    self.delivery_sql,
+                    {"job": job_id, "job_state": "succeeded", "allowed": 8, "now": now},
+                )
+            # Then the money, last (`_settle_and_count`): the settlement, and the release of
+            # what is still held when the job ended.
             key = f"settle:attempt:{attempt_id}"
             cost = min(price * runtime // 1000 + 1, held_balance)
             fee = cost * fee_bps // 10000
@@ -253,38 +269,16 @@ class RawAgent:
             # Revenue is not projected: its posting is written, its balance row not touched.
             event = (key, 0, "AttemptSettled", payload, "system:settlement", key)
             _entry_post(cur, event, "settlement", [leg for leg in legs if leg[1]], revenue)
-            # The job's counter and, for its last task, its end (`_count_and_finish`); then
-            # JobFinished and the release of what is still held.
-            cur.execute(self.count_sql, {"s": 1, "f": 0, "c": 0, "job": job_id, "now": now})
-            succeeded, _, _, done, _ = cur.fetchone()
-            if done:
-                _event(
-                    cur, f"job:{job_id}", None, "JobFinished",
-                    {"job_id": job_id, "state": "succeeded", "succeeded": succeeded, "failed": 0,
-                     "cancelled": 0},
-                    "system",
+            rest = held_balance - cost
+            if done and rest:
+                event = (
+                    f"hold:job:{job_id}", None, "CreditsReleased",
+                    {"job_id": job_id, "submitter_id": submitter_id, "amount_minor": rest,
+                     "postings": [[f"job:{job_id}:held", -rest, "CRD"],
+                                  [f"user:{submitter_id}:available", rest, "CRD"]]},
+                    "system", None,
                 )  # fmt: skip
-                # The hold locked and the submitter's account read in one statement.
-                cur.execute(
-                    "SELECT l.balance, o.id FROM ledger_account l LEFT JOIN ledger_account o "
-                    "ON o.code = %s WHERE l.code = %s FOR UPDATE OF l",
-                    [f"user:{submitter_id}:available", f"job:{job_id}:held"],
-                )
-                rest, available = cur.fetchone()
-                if rest:
-                    event = (
-                        f"hold:job:{job_id}", None, "CreditsReleased",
-                        {"job_id": job_id, "submitter_id": submitter_id, "amount_minor": rest,
-                         "postings": [[f"job:{job_id}:held", -rest, "CRD"],
-                                      [f"user:{submitter_id}:available", rest, "CRD"]]},
-                        "system", None,
-                    )  # fmt: skip
-                    _entry_post(cur, event, "release", [(held_id, -rest), (available, rest)])
-                # The job's end opens its webhook's delivery (none here: no job names one).
-                cur.execute(
-                    self.delivery_sql,
-                    {"job": job_id, "job_state": "succeeded", "allowed": 8, "now": now},
-                )
+                _entry_post(cur, event, "release", [(held_id, -rest), (available, rest)])
         cur.close()
 
 
