@@ -388,6 +388,12 @@ def main() -> None:
                 print(f"  while all {args.streams} were open ({first_end - all_open:.1f} s): "
                       f"p50 {common.pct(held, 50):.1f} ms, p99 {common.pct(held, 99):.1f} ms "
                       f"({len(held)} tokens)")  # fmt: skip
+            opening = [lag for at, lag in stamped if at < all_open]
+            closing = [lag for at, lag in stamped if at > first_end]
+            for phase, part in (("while they opened", opening), ("while they closed", closing)):
+                if part:
+                    print(f"  {phase}: p50 {common.pct(part, 50):.1f} ms, "
+                          f"p99 {common.pct(part, 99):.1f} ms ({len(part)} tokens)")  # fmt: skip
     finally:
         for proc in agents:
             proc.send_signal(signal.SIGTERM)
