@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -210,11 +211,15 @@ def _documented_series() -> set[str]:
 
 
 def _run_slices(url: str, key: str, count: int) -> None:
-    """Claim `count` slices and complete each, over HTTP, as an agent does."""
+    """Claim `count` slices and complete each, over HTTP, as an agent does, each after 50 ms of
+    "work": the hub bills from the claim to the report at the node's price per second (about
+    one minor unit per 10 ms here), and an attempt reported within a few ms costs nothing and
+    posts no settlement entry, which the money panels below count."""
     agent = {"Authorization": f"Bearer {key}"}
     for _ in range(count):
         lease = requests.post(f"{url}/api/v1/agent/claim", json={}, headers=agent, timeout=30)
         assert lease.status_code == 200, lease.text
+        time.sleep(0.05)
         done = requests.post(
             f"{url}/api/v1/agent/attempts/{lease.json()['attempt_id']}/complete",
             json={"lease_token": lease.json()["lease_token"], "exit_code": 0},
