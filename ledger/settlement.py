@@ -204,6 +204,12 @@ class HoldLocked:
         """What is still held for the job now, in this transaction."""
         return self.held.balance - self.taken if self.held is not None else 0
 
+    def of_job(self, job_id: int) -> "HoldLocked":
+        """This lock, checked to be `job_id`'s hold (a caller passing another job's is a bug)."""
+        if self.job_id != job_id:
+            raise ValueError(f"the hold locked is job {self.job_id}'s, not job {job_id}'s")
+        return self
+
 
 def hold_lock(
     *,
@@ -319,8 +325,8 @@ def attempt_settle(
                 when=when,
                 fresh=fresh,
             )
-        elif locked.job_id != job_id:
-            raise ValueError(f"the hold locked is job {locked.job_id}'s, not job {job_id}'s")
+        else:
+            locked.of_job(job_id)
         held, book = locked.held, locked.fee
         original = (
             Event.objects.filter(idempotency_key=key).first()
@@ -573,10 +579,8 @@ def hold_release(
         if locked is None:
             held, available = writes.account_lock_with(job_held_code(job_id), code)
             rest = held.balance if held is not None else 0
-        elif locked.job_id != job_id:
-            raise ValueError(f"the hold locked is job {locked.job_id}'s, not job {job_id}'s")
         else:
-            held, available, rest = locked.held, locked.available, locked.rest
+            held, available, rest = locked.held, locked.available, locked.of_job(job_id).rest
         if held is None or rest == 0:
             return None
         if held.owner_id != submitter_id:
