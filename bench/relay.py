@@ -381,16 +381,16 @@ def main() -> None:
                 f"  the agent's {len(pushes)} pushes: round trip p50 "
                 f"{common.pct(pushes, 50):.1f} ms, p99 {common.pct(pushes, 99):.1f} ms"
             )
-            # The same, for the tokens relayed while every stream was open (no stream opening or
-            # closing, whose admission and settlement share the hub's cores with the relaying).
-            held = [lag for at, lag in stamped if all_open <= at <= first_end]
-            if held:
-                print(f"  while all {args.streams} were open ({first_end - all_open:.1f} s): "
-                      f"p50 {common.pct(held, 50):.1f} ms, p99 {common.pct(held, 99):.1f} ms "
-                      f"({len(held)} tokens)")  # fmt: skip
-            opening = [lag for at, lag in stamped if at < all_open]
-            closing = [lag for at, lag in stamped if at > first_end]
-            for phase, part in (("while they opened", opening), ("while they closed", closing)):
+            # The same by phase: while every stream was open (no stream opening or closing, whose
+            # admission and settlement share the hub's cores with the relaying), while they
+            # opened, and while they closed.
+            phases = [
+                (f"while all {args.streams} were open ({first_end - all_open:.1f} s)",
+                 [lag for at, lag in stamped if all_open <= at <= first_end]),
+                ("while they opened", [lag for at, lag in stamped if at < all_open]),
+                ("while they closed", [lag for at, lag in stamped if at > first_end]),
+            ]  # fmt: skip
+            for phase, part in phases:
                 if part:
                     print(f"  {phase}: p50 {common.pct(part, 50):.1f} ms, "
                           f"p99 {common.pct(part, 99):.1f} ms ({len(part)} tokens)")  # fmt: skip
