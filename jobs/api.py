@@ -1,8 +1,9 @@
 """HTTP for jobs: thin views, one service each. Submitters see only their own jobs; agents act
 only on attempts leased to their own node (request.auth is the node)."""
 
+import threading
 import time
-from datetime import UTC
+from datetime import UTC, datetime
 
 from django.db import connection
 from django.db.models import Prefetch
@@ -255,9 +256,38 @@ def _fit_delay_s(fit: float) -> float:
     return max(0.0, 3.0 - fit) * 0.02
 
 
-def _until_backoff_ends() -> float:
+class _BackoffEnd:
+    """The earliest backoff end as this process last read it, and the work generation
+    (jobs.wakeup) it was read in.
+
+    Every woken claim that finds nothing asks when the next backoff ends, and a wake-up wakes
+    every waiting claim of the process: asked of the database each time, the read cost about as
+    much as the claim. Every requeue publishes a wake-up, which moves the generation, so within
+    one generation the answer changes only by passing: it is read once per generation, and again
+    once the end it gave is past. A wake-up lost with Redis costs a waiter no more than it does
+    for the work itself (it sleeps until its wait ends). The claims a wake-up woke ask at once, so
+    the read is under a lock: the first reads, the others wait for its answer."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._read: tuple[int, datetime | None] | None = None  # (generation, end)
+
+    def after(self, now: datetime, generation: int) -> datetime | None:
+        with self._lock:
+            read = self._read
+            if read is not None and read[0] == generation and (read[1] is None or read[1] > now):
+                return read[1]
+            ends = queue_backoff_ends(after=now)
+            self._read = (generation, ends)
+            return ends
+
+
+_backoff_end = _BackoffEnd()
+
+
+def _until_backoff_ends(generation: int) -> float:
     now = timezone.now()
-    ends = queue_backoff_ends(after=now)
+    ends = _backoff_end.after(now, generation)
     if ends is None:
         return float("inf")
     # A hair past the end, so that the claim's own clock finds the task claimable.
@@ -278,7 +308,7 @@ def claim_with_wait(node, wait: float) -> Lease | None:
             return lease
         # A requeued task's wake-up was published when it was requeued, before its backoff
         # ended, and none comes when it ends: wake by then to claim it.
-        remaining = min(remaining, _until_backoff_ends())
+        remaining = min(remaining, _until_backoff_ends(seen.generation))
         # Hand the connection back while waiting: idle agents must not pin connections.
         connection.close()
         waker.wait(seen, profile.node_id, remaining)

@@ -319,6 +319,39 @@ def test_a_waiting_claim_gets_a_requeued_task_when_its_backoff_ends(
     assert result["at"] - due < 1.0, f"claimed {result['at'] - due:.2f} s after the backoff"
 
 
+def test_the_next_backoff_end_is_read_once_a_generation_and_again_when_it_passes(submitter, bob):
+    # Every waiting claim of a process wakes with the work and, finding none, asks when the
+    # next backoff ends: that is read once for the generation, not once for each claim.
+    from datetime import timedelta
+
+    from django.test.utils import CaptureQueriesContext
+
+    from jobs.api import _BackoffEnd
+
+    submit(submitter)
+    _, agent = online_node(bob)
+    task = Task.objects.get()
+    claim(agent)  # an attempt, so that the task counts as requeued below
+    now = timezone.now()
+    ends = _BackoffEnd()
+    with CaptureQueriesContext(connection) as reads:
+        assert ends.after(now, generation=1) is None
+        assert ends.after(now, generation=1) is None
+    assert len(reads) == 1
+    # A requeue publishes a wake-up, which moves the generation: read again.
+    due = now + timedelta(seconds=5)
+    Task.objects.filter(pk=task.pk).update(state="queued", attempts=1, available_at=due)
+    with CaptureQueriesContext(connection) as reads:
+        assert ends.after(now, generation=2) == due
+        assert ends.after(now + timedelta(seconds=1), generation=2) == due
+    assert len(reads) == 1
+    # Once that end has passed, it is read again in the same generation.
+    later = due + timedelta(milliseconds=1)
+    with CaptureQueriesContext(connection) as reads:
+        assert ends.after(later, generation=2) is None
+    assert len(reads) == 1
+
+
 @pytest.mark.parametrize("wait", [-1, 31, 10**400, "NaN", "soon", None, [1]])
 def test_it_refuses_a_wait_out_of_range_with_a_field_error_and_leases_nothing(submitter, bob, wait):
     submit(submitter)
