@@ -121,6 +121,10 @@ _db.setdefault("OPTIONS", {})
 # PostgreSQL stops parsing and planning the hot path's statements on every request.
 if env_bool("DB_PREPARE", True):
     _db["OPTIONS"].update(server_side_binding=True, prepare_threshold=5)
+# Sessions start in UTC, the zone Django works in: otherwise Django sends SET TIME ZONE on every
+# new connection (servers default to 'Etc/UTC', another name for it), and a woken long-poll
+# claim opens one on each wake-up (jobs.api.claim_with_wait).
+_db["OPTIONS"].setdefault("options", "-c TimeZone=UTC")
 _db["CONN_HEALTH_CHECKS"] = True
 _db["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME", None)}
 DATABASES = {"default": _db}

@@ -130,3 +130,14 @@ def test_without_a_database_url_it_uses_the_embedded_postgresql(tmp_path):
 def _without_database() -> dict[str, str]:
     skip = {"DATABASE_URL", "CELERY_BROKER_URL", "DEBUG", "SECRET_KEY", "REDIS_URL"}
     return {k: v for k, v in os.environ.items() if k not in skip}
+
+
+@pytest.mark.django_db
+def test_a_new_connection_starts_in_utc_and_sends_no_set_time_zone():
+    # Django sends SET TIME ZONE on a connection whose session zone is not named 'UTC'; a woken
+    # long-poll claim opens a connection on every wake-up, so the session starts in UTC instead.
+    from django.db import connection
+
+    connection.ensure_connection()
+    assert connection.connection.info.parameter_status("TimeZone") == "UTC"
+    assert connection._configure_timezone(connection.connection) is False
