@@ -14,7 +14,8 @@ config.update(work_dir=work, slots=2, models_dir=work + "-models")
 json.dump(config, open(path, "w"), indent=2)
 PY
 sandbox_flag=(--sandbox auto)
-if ! "$PY" -c 'import sys; from agent.sandbox import available_sandboxes as a; sys.exit(0 if a() else 1)'; then
+# available_sandboxes() always ends with "none" (no isolation): a real sandbox is any other.
+if ! "$PY" -c 'import sys; from agent.sandbox import available_sandboxes as a; sys.exit(0 if a() != ["none"] else 1)'; then
   echo "No Docker engine or bubblewrap here: the demo agent runs jobs WITHOUT a sandbox."
   sandbox_flag=(--allow-unsandboxed)
 elif docker info >/dev/null 2>&1; then
