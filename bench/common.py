@@ -197,6 +197,9 @@ class Hub:
             "-b", f"127.0.0.1:{self.port}", "-w", str(self.workers),
             "--timeout", "120", "--keep-alive", "75", "--log-level", "warning",
         ]  # fmt: skip
+        # A pool of connections, as the hub is deployed: one for each thread (gthread), or as
+        # many for the threads that ASGI runs views on.
+        argv += ["-e", f"DB_POOL_MAX_SIZE={self.threads}"]
         if self.worker_class == "gthread":
             argv += ["-k", "gthread", "--threads", str(self.threads)]
         elif self.worker_class == "uvicorn":

@@ -126,6 +126,28 @@ if env_bool("DB_PREPARE", True):
 # claim opens one on each wake-up (jobs.api.claim_with_wait).
 _db["OPTIONS"].setdefault("options", "-c TimeZone=UTC")
 _db["CONN_HEALTH_CHECKS"] = True
+# A pool of connections for a serving process (Django's, on psycopg_pool), sized to its threads
+# so that a request never waits for one. A long-poll claim hands its connection back while it
+# waits (jobs.api.claim_with_wait); with a pool, the woken claim takes back a warm connection,
+# its statements already prepared, where without one it opens a backend and plans them cold.
+# 0, the default, keeps a persistent connection per thread (CONN_MAX_AGE): Celery's prefork
+# children, management commands and the tests.
+DB_POOL_MAX_SIZE = env_int("DB_POOL_MAX_SIZE", 0, minimum=0)
+if DB_POOL_MAX_SIZE:
+    _db["CONN_MAX_AGE"] = 0  # Django refuses persistent connections beside a pool
+    _db["OPTIONS"]["pool"] = {
+        "min_size": 1,
+        "max_size": DB_POOL_MAX_SIZE,
+        # With the database down a request fails within a second, as it does without a pool
+        # (/healthz answers 503, an agent backs off), rather than hold its thread for the
+        # pool's default 30 s: sized to the threads, a request waits only while a connection
+        # is opened for it.
+        "timeout": 1.0,
+        # The pool retries a lost connection with a doubling delay until it gives up; giving up
+        # after 5 s lets the next request open one at once, so the hub is back within seconds
+        # of the database, not after a delay grown over a long outage.
+        "reconnect_timeout": 5.0,
+    }
 _db["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME", None)}
 DATABASES = {"default": _db}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

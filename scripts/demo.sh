@@ -116,8 +116,10 @@ step "Starting the hub, a Celery worker and Celery beat"
 export PROMETHEUS_MULTIPROC_DIR="$VAR/metrics"
 rm -rf "$PROMETHEUS_MULTIPROC_DIR" && mkdir -p "$PROMETHEUS_MULTIPROC_DIR"
 # Threads, not sync workers: an idle agent long-polls a claim and must not hold a whole worker.
+# A pool of connections in each (DB_POOL_MAX_SIZE): under ASGI each request runs its view on a
+# thread of its own, and the pool bounds how many hold a connection at once.
 start hub "$ROOT/.venv/bin/gunicorn" computepool.asgi:application -b "127.0.0.1:$PORT" -w 2 \
-  -k uvicorn.workers.UvicornWorker --timeout 60 --access-logfile -
+  -k uvicorn.workers.UvicornWorker -e DB_POOL_MAX_SIZE=8 --timeout 60 --access-logfile -
 start worker "$ROOT/.venv/bin/celery" -A computepool worker -l info --concurrency 2 -n demo@%h
 start beat "$ROOT/.venv/bin/celery" -A computepool beat -l info -s "$VAR/celerybeat-schedule"
 for _ in $(seq 60); do

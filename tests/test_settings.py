@@ -1,5 +1,6 @@
 """A bad environment stops start-up with a message naming the variable."""
 
+import json
 import os
 import subprocess
 import sys
@@ -38,6 +39,7 @@ def start(env: dict[str, str], tmp_path: Path, *command: str) -> subprocess.Comp
         ),
         ({"DATABASE_URL": "not a url"}, "DATABASE_URL"),
         ({"CONN_MAX_AGE": "forever"}, "CONN_MAX_AGE='forever' is not an integer"),
+        ({"DB_POOL_MAX_SIZE": "-1"}, "DB_POOL_MAX_SIZE=-1 is below the minimum 0"),
         ({"CELERY_BROKER_URL": "amqp://guest@localhost//"}, "CELERY_BROKER_URL must be"),
         ({"LOG_LEVEL": "LOUD"}, "LOG_LEVEL='LOUD' must be one of"),
         ({"MAX_REQUEST_BYTES": "10"}, "MAX_REQUEST_BYTES=10 is below the minimum 1024"),
@@ -141,3 +143,56 @@ def test_a_new_connection_starts_in_utc_and_sends_no_set_time_zone():
     connection.ensure_connection()
     assert connection.connection.info.parameter_status("TimeZone") == "UTC"
     assert connection._configure_timezone(connection.connection) is False
+
+
+_POOLED = """
+import json
+from django.db import connection
+
+def backend():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return cursor.fetchone()[0]
+
+for _ in range(6):  # psycopg prepares a statement once it has run prepare_threshold (5) times
+    first = backend()
+connection.close()  # as a long-poll claim does before it waits
+pool = connection.pool
+held = pool.get_stats()["pool_size"] - pool.get_stats()["pool_available"]
+again = backend()
+with connection.cursor() as cursor:
+    cursor.execute(
+        "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE '%pg_backend_pid%'"
+    )
+    prepared = cursor.fetchone()[0]
+print(json.dumps({"max_size": pool.max_size, "held": held, "same": first == again,
+                  "prepared": prepared}))
+"""
+
+
+@pytest.mark.django_db
+def test_a_pooled_process_hands_a_closed_connection_back_and_gets_it_back_warm(tmp_path):
+    # The hub's launchers pool its connections (DB_POOL_MAX_SIZE): a waiting claim closes its
+    # connection, and the claim its wake-up starts must get a warm one, not a new backend.
+    from django.db import connection
+
+    from tests.e2e.conftest import database_url
+
+    # One connection in the pool, so that the one handed back is the one taken next (a pool of
+    # several hands them out in turn).
+    env = {"DATABASE_URL": database_url(connection.settings_dict), "DB_POOL_MAX_SIZE": "1"}
+    shown = start(env, tmp_path, "shell", "-c", _POOLED)
+    assert shown.returncode == 0, shown.stderr
+    result = json.loads(shown.stdout.splitlines()[-1])
+    assert result == {"max_size": 1, "held": 0, "same": True, "prepared": 1}
+    # Unset, each thread keeps its own connection (Celery's prefork children, commands, tests).
+    plain = start(
+        {"DATABASE_URL": env["DATABASE_URL"], "CONN_MAX_AGE": "60"},
+        tmp_path,
+        "shell",
+        "-c",
+        "from django.db import connection; print(connection.pool, connection.settings_dict["
+        "'CONN_MAX_AGE'])",
+    )
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout.splitlines()[-1].split() == ["None", "60"]

@@ -51,9 +51,11 @@ FAST = {
     "NODE_BENCHMARK_CPU_MS": "200",
 }
 # The processes, as a deployment runs them (docker-compose.yml), sized for a test.
-# Threads, as deployed: a long-poll claim holds a thread, not a whole worker.
+# Threads, as deployed: a long-poll claim holds a thread, not a whole worker; and a pool of
+# connections, one for each thread (DB_POOL_MAX_SIZE in computepool/settings.py).
 HUB = shlex.split(
-    "-m gunicorn computepool.wsgi -w 2 -k gthread --threads 8 --timeout 60 --graceful-timeout 2"
+    "-m gunicorn computepool.wsgi -w 2 -k gthread --threads 8 -e DB_POOL_MAX_SIZE=8"
+    " --timeout 60 --graceful-timeout 2"
 )
 WORKER = shlex.split(
     "-m celery -A computepool worker -l info -P solo --without-gossip --without-mingle "
