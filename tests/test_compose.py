@@ -43,3 +43,16 @@ def test_the_hub_processes_share_one_environment_on_postgres_and_redis():
 
 def test_beat_runs_exactly_once():
     assert load()["services"]["beat"]["deploy"]["replicas"] == 1
+
+
+def test_the_serving_processes_pool_their_connections_one_per_thread():
+    services = load()["services"]
+    hub = services["hub"]["command"]
+    threads = hub[hub.index("--threads") + 1]
+    assert hub[hub.index("-e") + 1] == f"DB_POOL_MAX_SIZE={threads}"
+    relay = services["relay"]["command"]
+    assert relay[relay.index("-e") + 1].startswith("DB_POOL_MAX_SIZE=")
+    # Celery's prefork children keep a connection each: a pool opened before a fork is not theirs.
+    for name in ("worker", "beat"):
+        assert "DB_POOL_MAX_SIZE" not in services[name]["environment"], name
+        assert "DB_POOL_MAX_SIZE" not in " ".join(services[name]["command"]), name
