@@ -112,8 +112,8 @@ class Node(models.Model):
     measured = models.JSONField(default=dict, blank=True)
     benchmarked_at = models.DateTimeField(null=True, blank=True)
     # The benchmark issued and not yet reported: heartbeats tell the agent from this column,
-    # which they read with the node anyway.
-    # Indexed only where set (node_benchmark_due, below), not by the foreign key's own index.
+    # which they read with the node anyway. Indexed only where set (node_benchmark_due, below),
+    # not by the foreign key's own index.
     benchmark_due = models.ForeignKey(
         "NodeBenchmark",
         null=True,
