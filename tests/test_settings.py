@@ -158,7 +158,8 @@ for _ in range(6):  # psycopg prepares a statement once it has run prepare_thres
     first = backend()
 connection.close()  # as a long-poll claim does before it waits
 pool = connection.pool
-held = pool.get_stats()["pool_size"] - pool.get_stats()["pool_available"]
+stats = pool.get_stats()
+held = stats["pool_size"] - stats["pool_available"]
 again = backend()
 with connection.cursor() as cursor:
     cursor.execute(
