@@ -17,6 +17,8 @@ from typing import NamedTuple
 
 from django.conf import settings
 
+from core.redis_client import redis_client
+
 log = logging.getLogger(__name__)
 CHANNEL = "computepool:work"
 _POLL_WITHOUT_REDIS_S = 0.25
@@ -136,11 +138,10 @@ os.register_at_fork(after_in_child=waker._fresh_locks)
 
 
 def _publish(message: bytes) -> None:
-    if settings.REDIS_URL:
-        import redis
-
+    client = redis_client()
+    if client is not None:
         try:
-            redis.Redis.from_url(settings.REDIS_URL).publish(CHANNEL, message)
+            client.publish(CHANNEL, message)
         except Exception as exc:  # a lost hint only delays a claim until the next poll
             log.warning("could not publish a wake-up: %s", exc)
 

@@ -13,36 +13,18 @@ let a little more than the rate through across a window boundary, never twice it
 requests count too, so a client that keeps hammering stays refused.
 """
 
-import threading
 import time
 
-from django.conf import settings
 from django.core.cache import cache
 from rest_framework.throttling import SimpleRateThrottle
 
-_client = None
-_client_lock = threading.Lock()
-
-
-def _redis():
-    """One client per process (its pool reconnects after a fork), or None without Redis."""
-    global _client
-    url = getattr(settings, "REDIS_URL", None)
-    if not url:
-        return None
-    if _client is None:
-        with _client_lock:
-            if _client is None:
-                import redis
-
-                _client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
-    return _client
+from core.redis_client import redis_client
 
 
 def _counts(key: str, window: int, duration: int) -> tuple[int, int]:
     """Count this request in `window`; return (previous window's count, this window's)."""
     current, previous = f"{key}:{window}", f"{key}:{window - 1}"
-    client = _redis()
+    client = redis_client()
     if client is not None:
         pipe = client.pipeline(transaction=False)
         # The window's counter is made with its expiry (SET … NX EX), then counted; INCR keeps
