@@ -65,23 +65,24 @@ class PayloadCheck:
     def apply(self, event: LoggedEvent) -> None:
         event_type = self._types.get(event.type)
         if event_type is None:
-            self._problem(event, " is of no registered type")
+            self.problems.append(f"{_named(event)} is of no registered type")
             return
         if event_type.schema_version != event.schema_version:
             return  # written under another version of the schema: the current one says nothing
         try:
             registry.validate(event.type, event.payload)
         except InvalidEvent as exc:
-            self._problem(event, f": {exc}")
+            self.problems.append(f"{_named(event)}: {exc}")
             return
         found = _unbalanced(event.payload)
         if event_type.check is not None:
             found += event_type.check(event.payload)
-        for phrase in found:
-            self._problem(event, f": {phrase}")
+        if found:
+            where = _named(event)
+            self.problems.extend(f"{where}: {phrase}" for phrase in found)
 
-    def _problem(self, event: LoggedEvent, said: str) -> None:
-        # Named here, not before the checks: almost every event has no problem, and the pass
-        # reads every event of the log.
-        where = f"payload: event {event.id} ({event.stream}@{event.version} {event.type})"
-        self.problems.append(where + said)
+
+def _named(event: LoggedEvent) -> str:
+    # Built only for a problem, not before the checks: the pass reads every event of the log,
+    # and almost none has one.
+    return f"payload: event {event.id} ({event.stream}@{event.version} {event.type})"
