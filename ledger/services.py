@@ -39,7 +39,8 @@ def _require_transaction(what: str) -> None:
 @dataclass(frozen=True)
 class NewEvent:
     """One event to append: at the end of its stream, or after `expected_version` (the version
-    the caller last saw of the stream; every event of one stream in one call gives the same)."""
+    its stream has before it, as the caller saw it: of two events of one stream in one call,
+    the second names the first's version)."""
 
     stream: str
     type: str

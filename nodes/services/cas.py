@@ -121,7 +121,10 @@ def append_node_events(
     *, node_id: int, version: int, events: Sequence[tuple[str, dict[str, Any]]], actor: str
 ) -> None:
     """Append `events` to node:<id>, the last one at `version` (what cas_update returned)."""
-    expected = version - len(events)
+    before = version - len(events)  # the stream's version before the first of them
     events_append_bulk(
-        [NewEvent(f"node:{node_id}", type_, payload, actor, expected) for type_, payload in events]
+        [
+            NewEvent(f"node:{node_id}", type_, payload, actor, before + i)
+            for i, (type_, payload) in enumerate(events)
+        ]
     )

@@ -189,7 +189,7 @@ def test_the_door_numbers_several_events_of_a_stream_in_one_call():
                 _noted("job:2"),
                 _noted("job:1"),
                 _noted("job:3", expected=0),
-                _noted("job:3", expected=0),
+                _noted("job:3", expected=1),
                 _noted("job:2"),
             ]
         )
@@ -200,6 +200,28 @@ def test_the_door_numbers_several_events_of_a_stream_in_one_call():
         ("job:1", 1), ("job:1", 2), ("job:2", 1), ("job:1", 3), ("job:3", 1), ("job:3", 2),
         ("job:2", 2),
     ]  # fmt: skip
+
+
+def test_a_batch_whose_events_all_name_their_version_takes_the_next_of_each():
+    append("job:1")
+    with transaction.atomic():
+        appended = events_append_bulk(
+            [_noted("job:1", expected=1), _noted("job:2", expected=0),
+             _noted("job:1", expected=2)]  # fmt: skip
+        )
+    assert [a.version for a in appended] == [2, 1, 3]
+    assert appended == sorted(appended, key=lambda a: a.id)
+
+
+def test_two_events_of_a_stream_naming_one_version_fail_the_whole_call():
+    append("job:1")
+    with pytest.raises(VersionConflict), transaction.atomic():
+        events_append_bulk([_noted("job:1", expected=1), _noted("job:1", expected=1)])
+    with pytest.raises(VersionConflict), transaction.atomic():
+        events_append_bulk(
+            [_noted("job:2"), _noted("job:1", expected=1), _noted("job:1", expected=1)]
+        )
+    assert Event.objects.count() == 1
 
 
 def test_a_stale_expected_version_fails_the_whole_call():
