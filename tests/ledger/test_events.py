@@ -206,8 +206,7 @@ def test_a_batch_whose_events_all_name_their_version_takes_the_next_of_each():
     append("job:1")
     with transaction.atomic():
         appended = events_append_bulk(
-            [_noted("job:1", expected=1), _noted("job:2", expected=0),
-             _noted("job:1", expected=2)]  # fmt: skip
+            [_noted("job:1", expected=1), _noted("job:2", expected=0), _noted("job:1", expected=2)]
         )
     assert [a.version for a in appended] == [2, 1, 3]
     assert appended == sorted(appended, key=lambda a: a.id)
