@@ -14,10 +14,12 @@ config.update(work_dir=work, slots=2, models_dir=work + "-models")
 json.dump(config, open(path, "w"), indent=2)
 PY
 sandbox_flag=(--sandbox auto)
+where="in its sandbox"
 # available_sandboxes() always ends with "none" (no isolation): a real sandbox is any other.
 if ! "$PY" -c 'import sys; from agent.sandbox import available_sandboxes as a; sys.exit(0 if a() != ["none"] else 1)'; then
   echo "No Docker engine or bubblewrap here: the demo agent runs jobs WITHOUT a sandbox."
   sandbox_flag=(--allow-unsandboxed)
+  where="with no sandbox"
 elif docker info >/dev/null 2>&1; then
   bash scripts/build_sandbox_images.sh busybox >/dev/null
 fi
@@ -29,7 +31,7 @@ for _ in $(seq 60); do
 done
 echo "node demo-rig is $state"
 
-step "The hub benchmarks the new node; the agent measures its machine in its sandbox"
+step "The hub benchmarks the new node; the agent measures its machine $where"
 shown=""
 for _ in $(seq 120); do
   shown=$("$PY" scripts/demo_setup.py benchmark)
