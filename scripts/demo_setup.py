@@ -152,9 +152,11 @@ def money() -> None:
 
 def cashout() -> None:
     """A whole cashout cycle for bob: request, approve, export, pay. The book in force asks for
-    ₹500 at least, which a demo's few seconds of work never earn, so the demo first publishes
-    a demo-sized version of the book with a one-paisa minimum (as an admin would, in a new
-    version of the book: books in force are never edited)."""
+    ₹500 at least and values a credit at one paisa, and a demo's few seconds of work earn well
+    under a credit where jobs run fast (with no sandbox, say): so the demo first publishes a
+    demo-sized version of the book, with a one-paisa minimum and a credit worth a rupee, so
+    that whatever bob earned is whole paise (as an admin would, in a new version of the book:
+    books in force are never edited)."""
     from datetime import timedelta
 
     from django.contrib.auth import get_user_model
@@ -171,13 +173,15 @@ def cashout() -> None:
 
     now = timezone.now()
     rules = rules_at(now)
-    if rules.min_cashout_paise > 1:
+    if rules.min_cashout_paise > 1 or rules.paise_per_credit % quotes.MINOR_PER_CREDIT:
         with transaction.atomic():
             in_force = PriceBook.objects.get(pk=rules.version)
             book = price_book_copy(
                 source=in_force, effective_from=now + timedelta(days=365), name="demo-sized"
             )
             book.min_cashout_paise = 1
+            # A paisa per minor unit: every minor unit bob earned can be paid out.
+            book.paise_per_credit = quotes.MINOR_PER_CREDIT
             book.effective_from = now - timedelta(seconds=1)
             book.save()
         rules = rules_at()
@@ -192,8 +196,7 @@ def cashout() -> None:
     amount = earned // step * step
     if amount == 0:
         print(
-            f"\nbob's earnings ({quotes.format_minor(earned)} credits) are under one paisa: "
-            "no cashout"
+            f"\nbob earned nothing to cash out ({quotes.format_minor(earned)} credits): no cashout"
         )
         return
     actor = f"user:{bob.pk}"
