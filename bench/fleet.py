@@ -82,9 +82,10 @@ def reaper(db: str, ops: list[int], silent: int, repeats: int, profile: bool):
         finally:
             statements.setdefault(" ".join(sql.split())[:90], []).append(time.perf_counter() - t0)
 
-    def time_thread(sender, connection, **kwargs):
-        # The reap's batches run on NODE_REAPER_WORKERS threads, each opening its own
-        # connection: their statements are timed from the moment it is opened.
+    def time_connection(sender, connection, **kwargs):
+        # The reap's batches run on NODE_REAPER_WORKERS threads (this one, for one worker), and
+        # this thread's connection is closed before the reap: every connection the reap uses
+        # is opened within it, and its statements are timed from then on.
         connection.execute_wrappers.append(timed)
 
     for r in range(repeats):
@@ -93,17 +94,19 @@ def reaper(db: str, ops: list[int], silent: int, repeats: int, profile: bool):
         common.vacuum_analyze(db, "nodes_node")
         profiler = cProfile.Profile() if profile and r == 0 else None
         statements.clear()
-        connection_created.connect(time_thread)
+        connection_created.connect(time_connection)
         t0 = time.perf_counter()
         try:
-            with connection.execute_wrapper(timed):
-                if profiler:
-                    profiler.enable()
-                result = nodes_reap()
-                if profiler:
-                    profiler.disable()
+            if profiler:
+                profiler.enable()
+            result = nodes_reap()
+            if profiler:
+                profiler.disable()
         finally:
-            connection_created.disconnect(time_thread)
+            connection_created.disconnect(time_connection)
+            # The worker threads' connections end with their threads; this thread's stays.
+            if timed in connection.execute_wrappers:
+                connection.execute_wrappers.remove(timed)
         out.append((time.perf_counter() - t0, result.offline))
         if r == 0:
             print("  statements of the first reap (wall s, summed over the reaper's threads):")

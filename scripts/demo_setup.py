@@ -173,7 +173,7 @@ def cashout() -> None:
 
     now = timezone.now()
     rules = rules_at(now)
-    if rules.min_cashout_paise > 1 or rules.paise_per_credit % quotes.MINOR_PER_CREDIT:
+    if rules.min_cashout_paise > 1 or quotes.paise_granularity(rules.paise_per_credit) > 1:
         with transaction.atomic():
             in_force = PriceBook.objects.get(pk=rules.version)
             book = price_book_copy(
