@@ -113,10 +113,6 @@ async def node_state_put(node_id: int, state: dict[str, Any], *, ttl_s: int) -> 
     await aclient().set(_state(node_id), json.dumps(state), ex=ttl_s)
 
 
-async def node_state_drop(node_id: int) -> None:
-    await aclient().delete(_state(node_id))
-
-
 async def unfit_put(node_id: int, model: str, marker: str) -> None:
     await aclient().hset(_unfit(node_id), model, marker)
 

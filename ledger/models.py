@@ -67,8 +67,9 @@ class Event(AppendOnlyModel):
     # Unique where set (the constraint below): most events have none, and a partial index
     # spends nothing on them; nothing looks a key up by prefix, so no pattern index either.
     idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
-    # sha256 of the canonical (stream, type, payload): tells a replay from a conflicting reuse.
-    fingerprint = models.CharField(max_length=64)
+    # With an idempotency key: sha256 of the (stream, type, payload) text (ledger_fingerprint),
+    # which tells a replay from a conflicting reuse of the key. Without a key: NULL.
+    fingerprint = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
     # The writing transaction's id, set by a trigger. The sealer
     # reads only below the oldest open transaction, so a late commit is never skipped.
     txid = models.BigIntegerField(null=True, blank=True)

@@ -176,11 +176,6 @@ def known_tiers(when: datetime | None = None) -> list[str]:
     return sorted(rules_at(when).tiers)
 
 
-def known_regions(when: datetime | None = None) -> list[str]:
-    """The countries with a multiplier of their own; any other prices at the default."""
-    return sorted(rules_at(when).regions)
-
-
 @dataclass(frozen=True)
 class Fee:
     version: int

@@ -56,7 +56,7 @@ class Appended:
 
     id: int
     version: int
-    fingerprint: str
+    fingerprint: str | None  # only for an event written under an idempotency key
 
 
 def event_append(
@@ -141,7 +141,7 @@ def events_append_bulk(
     Versions are the ledger's (see NewEvent); a collision on a version or a key fails the whole
     call with VersionConflict or IdempotencyConflict, and nothing of it is written. Keys are
     not looked up here: a replay is `event_append`'s to answer. Returns, in order, each event's
-    id, version and fingerprint.
+    id, version and fingerprint (None for an event without a key).
     """
     _require_transaction("events_append_bulk")
     if not events:

@@ -10,7 +10,10 @@
 -- * Two writers at one version: the unique index event_stream_version refuses the second, and
 --   a reused idempotency key is refused by event_idempotency_key; the caller maps either to
 --   VersionConflict / IdempotencyConflict by the constraint's name. Nothing is written then.
--- * The fingerprint has one rule, ledger_fingerprint, which the replay check also asks.
+-- * An event written under an idempotency key gets its fingerprint, by the one rule
+--   ledger_fingerprint, which the replay check also asks: a request that comes again under the
+--   key is told from another request by it. An event without a key can never be replayed, so
+--   it has none (NULL): hashing its text would be work that nothing reads, on every event.
 -- * Locks: only the rows it inserts (and the unique indexes' entries). The txid trigger stamps
 --   each row as for any INSERT.
 -- PL/pgSQL, so its plans are prepared once per session.
@@ -55,7 +58,9 @@ BEGIN
                 COALESCE(p_expected[1], (SELECT COALESCE(MAX(x.version), 0) FROM ledger_event x
                                           WHERE x.stream = p_streams[1])) + 1,
                 p_types[1], p_schema_versions[1], p_payloads[1], p_actors[1], p_keys[1],
-                ledger_fingerprint(p_streams[1], p_types[1], p_payloads[1]), p_recorded_at)
+                CASE WHEN p_keys[1] IS NOT NULL
+                     THEN ledger_fingerprint(p_streams[1], p_types[1], p_payloads[1]) END,
+                p_recorded_at)
         RETURNING e.id, e.version::int, e.fingerprint::text;
         RETURN;
     END IF;
@@ -82,7 +87,8 @@ BEGIN
     INSERT INTO ledger_event AS e (stream, version, type, schema_version, payload, actor,
                                    idempotency_key, fingerprint, recorded_at)
     SELECT r.stream, r.expected + 1, r.type, r.schema_version, r.payload, r.actor, r.key,
-           ledger_fingerprint(r.stream, r.type, r.payload), p_recorded_at
+           CASE WHEN r.key IS NOT NULL THEN ledger_fingerprint(r.stream, r.type, r.payload) END,
+           p_recorded_at
       FROM unnest(p_streams, p_types, p_schema_versions, p_payloads, p_actors, p_expected,
                   p_keys) WITH ORDINALITY
            AS r(stream, type, schema_version, payload, actor, expected, key, ord)

@@ -115,10 +115,12 @@ def test_the_model_refuses_updates_and_deletes():
         ("job:1", {"z": {"b": 1, "a": [1.5, None, True]}, "a": ""}),
     ],
 )
-def test_an_appended_event_carries_the_logs_fingerprint_of_its_request(stream, payload):
+def test_an_event_under_a_key_carries_the_logs_fingerprint_of_its_request(stream, payload):
     register("TestAnything", properties={}, additional=True)
     with transaction.atomic():
-        event = event_append(stream=stream, type="TestAnything", payload=payload, actor="t")
+        event = event_append(
+            stream=stream, type="TestAnything", payload=payload, actor="t", idempotency_key="k"
+        )
     stored = Event.objects.get(pk=event.pk)
     assert stored.fingerprint == event.fingerprint == fingerprint(stream, "TestAnything", payload)
     assert stored.payload == payload and stored.txid is not None
@@ -160,20 +162,34 @@ def test_a_replayed_key_is_told_from_a_reuse_by_stream_and_payload():
     assert Event.objects.count() == 1
 
 
-def test_bulk_events_carry_the_fingerprint_of_their_stream_type_and_payload():
+def test_an_event_without_a_key_has_no_fingerprint():
+    # Nothing can replay it, so nothing would read one.
+    with transaction.atomic():
+        event = event_append(stream="job:1", type="TestNoted", payload={"memo": "x"}, actor="t")
+    assert event.fingerprint is None
+    assert Event.objects.get(pk=event.pk).fingerprint is None
+
+
+def test_bulk_events_under_keys_carry_the_fingerprint_of_their_stream_type_and_payload():
     payload = {"from": "online", "to": "offline", "reason": "missed_heartbeats"}
     for count in (3, 600):
         streams = [f"node:{count}-{i}" for i in range(count)]
+        # Every other event under a key: a batch's keyed events have one, the others none.
+        keys = [f"key:{s}" if i % 2 else None for i, s in enumerate(streams)]
         with transaction.atomic():
             appended = events_append_bulk(
-                [NewEvent(s, "NodeStateChanged", payload, "test", 0) for s in streams]
+                [
+                    NewEvent(s, "NodeStateChanged", payload, "test", 0, k)
+                    for s, k in zip(streams, keys, strict=True)
+                ]
             )
         assert [a.version for a in appended] == [1] * count
         rows = dict(Event.objects.filter(stream__in=streams).values_list("stream", "fingerprint"))
         assert len(rows) == count
         assert [a.fingerprint for a in appended] == [rows[s] for s in streams]
-        for stream in streams[:5]:
-            assert rows[stream] == fingerprint(stream, "NodeStateChanged", payload)
+        for stream, key in list(zip(streams, keys, strict=True))[:6]:
+            expected = fingerprint(stream, "NodeStateChanged", payload) if key else None
+            assert rows[stream] == expected
 
 
 def _noted(stream, memo="x", expected=None, key=None):
