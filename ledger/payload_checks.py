@@ -45,9 +45,11 @@ def _listed(moved: dict[str, int]) -> str:
 
 
 def _unbalanced(payload: dict[str, Any]) -> list[str]:
-    totals: dict[str, int] = defaultdict(int)
+    totals: dict[str, int] = {}
     for _code, amount, currency in payload.get("postings") or ():
-        totals[currency] += amount
+        totals[currency] = totals.get(currency, 0) + amount
+    if not any(totals.values()):
+        return []  # balanced, as nearly every payload is: no list of phrases to build
     return [
         f"its postings sum to {total:+d} {currency}, not zero"
         for currency, total in sorted(totals.items())

@@ -4,11 +4,16 @@ Each app registers a Projection (from its AppConfig.ready) for the tables it der
 so the ledger can verify every projection without importing any app.
 """
 
+import json
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
-from ledger.models import Event
+import psycopg
+from django.db import connection
+from psycopg.pq import Format
+
+from core.sql import statement
 
 
 class LoggedEvent(NamedTuple):
@@ -31,28 +36,35 @@ class LoggedEvent(NamedTuple):
         return self.id
 
 
-# A pass over the log reads this many events per fetch (a server-side cursor on PostgreSQL).
+# A pass over the log reads this many events per fetch (a server-side cursor).
 READ_CHUNK = 5000
+
+# psycopg's own loader for a timestamp (its compiled one, where it has it), for the pass below.
+_TIMESTAMPTZ = psycopg.adapters.types["timestamptz"].oid
+_TIMESTAMP_LOADER = psycopg.adapters.get_loader(_TIMESTAMPTZ, Format.TEXT)
 
 
 def logged_events(
     *, with_seals: bool = False
 ) -> Iterator[tuple[LoggedEvent, int | None, str | None]]:
     """Every event once, in id order: (event, its seal's seq, its seal's hash), the seal's two
-    None when it has none or `with_seals` is False. Plain values, read in chunks: flat memory."""
-    seal = ("seal__seq", "seal__hash") if with_seals else ()
-    rows = (
-        Event.objects.order_by("id")
-        .values_list(*LoggedEvent._fields, *seal)
-        .iterator(chunk_size=READ_CHUNK)
-    )
-    width = len(LoggedEvent._fields)
-    if not with_seals:
-        for row in rows:
-            yield LoggedEvent._make(row), None, None
-        return
-    for row in rows:
-        yield LoggedEvent._make(row[:width]), row[width], row[width + 1]
+    None when it has none or `with_seals` is False. Plain values, read in chunks: flat memory.
+
+    A pass reads every event of the log, and through the ORM reading one cost more than all the
+    checks the pass then runs on it: a converter per column, and a timestamp parsed in Python by
+    the loader Django puts on its connections. So the rows come from a plain cursor, with
+    psycopg's own loader for the timestamp, and the payload (which Django's connections read as
+    text) is parsed here, as the model field would. The values are the same: an aware datetime
+    in the session's zone (UTC), the payload as json.loads gives it."""
+    with connection.chunked_cursor() as cursor:
+        cursor.cursor.adapters.register_loader(_TIMESTAMPTZ, _TIMESTAMP_LOADER)
+        cursor.execute(statement("ledger", "logged_events"), {"with_seals": with_seals})
+        while rows := cursor.fetchmany(READ_CHUNK):
+            for id, stream, version, type, schema_version, payload, *rest, seq, stored in rows:
+                event = LoggedEvent(
+                    id, stream, version, type, schema_version, json.loads(payload), *rest
+                )
+                yield event, seq, stored
 
 
 class Projection(Protocol):
