@@ -60,10 +60,8 @@ def logged_events(
         cursor.cursor.adapters.register_loader(_TIMESTAMPTZ, _TIMESTAMP_LOADER)
         cursor.execute(statement("ledger", "logged_events"), {"with_seals": with_seals})
         while rows := cursor.fetchmany(READ_CHUNK):
-            for id, stream, version, type, schema_version, payload, *rest, seq, stored in rows:
-                event = LoggedEvent(
-                    id, stream, version, type, schema_version, json.loads(payload), *rest
-                )
+            for *head, payload, actor, key, recorded_at, txid, seq, stored in rows:
+                event = LoggedEvent(*head, json.loads(payload), actor, key, recorded_at, txid)
                 yield event, seq, stored
 
 

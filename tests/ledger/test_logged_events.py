@@ -43,11 +43,9 @@ def test_it_yields_what_the_orm_reads_with_the_seals_asked_for():
     assert [event for event, _, _ in bare] == expected
     assert {(seq, stored) for _, seq, stored in bare} == {(None, None)}
 
-    for event, _, _ in bare:
+    for (event, _, _), orm in zip(bare, expected, strict=True):
         assert event.recorded_at.utcoffset() == timedelta(0)
-        assert (
-            event.recorded_at.isoformat() == Event.objects.get(pk=event.id).recorded_at.isoformat()
-        )
+        assert event.recorded_at.isoformat() == orm.recorded_at.isoformat()
     assert bare[1][0].payload == {"memo": 'ünïcödé, "quoted" and \\ back-slashed'}
     assert bare[1][0].idempotency_key == "k-1"
 
