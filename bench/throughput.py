@@ -251,7 +251,7 @@ class RawAgent:
                     {"job": job_id, "job_state": "succeeded", "allowed": 8, "now": now},
                 )
             # Then the money, last (`_settle_and_count`): the settlement, and the release of
-            # what is still held when the job ended, sent together (`entries_post`).
+            # what is still held when the job ended.
             key = f"settle:attempt:{attempt_id}"
             cost = min(price * runtime // 1000 + 1, held_balance)
             fee = cost * fee_bps // 10000
@@ -268,18 +268,17 @@ class RawAgent:
             payload["postings"] = [[str(a), m, "CRD"] for a, m in legs]
             # Revenue is not projected: its posting is written, its balance row not touched.
             event = (key, 0, "AttemptSettled", payload, "system:settlement", key)
+            _entry_post(cur, event, "settlement", [leg for leg in legs if leg[1]], revenue)
             rest = held_balance - cost
-            with self.conn.pipeline():
-                _entry_post(cur, event, "settlement", [leg for leg in legs if leg[1]], revenue)
-                if done and rest:
-                    event = (
-                        f"hold:job:{job_id}", None, "CreditsReleased",
-                        {"job_id": job_id, "submitter_id": submitter_id, "amount_minor": rest,
-                         "postings": [[f"job:{job_id}:held", -rest, "CRD"],
-                                      [f"user:{submitter_id}:available", rest, "CRD"]]},
-                        "system", None,
-                    )  # fmt: skip
-                    _entry_post(cur, event, "release", [(held_id, -rest), (available, rest)])
+            if done and rest:
+                event = (
+                    f"hold:job:{job_id}", None, "CreditsReleased",
+                    {"job_id": job_id, "submitter_id": submitter_id, "amount_minor": rest,
+                     "postings": [[f"job:{job_id}:held", -rest, "CRD"],
+                                  [f"user:{submitter_id}:available", rest, "CRD"]]},
+                    "system", None,
+                )  # fmt: skip
+                _entry_post(cur, event, "release", [(held_id, -rest), (available, rest)])
         cur.close()
 
 

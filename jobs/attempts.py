@@ -329,17 +329,18 @@ def _settle_and_count(
     commit: moved first, they would be held across the job's count, its end and its webhook, and
     the operator's other completions would queue behind all of it. So the job's hold is locked
     first (the lock order's place for it), with everything the settlement and the release read;
-    then the job is counted and ended; then the two entries are posted, together (one round trip:
-    ledger.services.entries_post), right before the commit."""
+    then the job is counted and ended; then the two entries are posted, one after the other,
+    right before the commit."""
     figures = fenced.figures
     locked = billing.hold_lock(attempt_id=attempt_id, figures=figures)
     job_state = job_count_finished(
         fenced.job_id, "tasks_succeeded", now, submitter_id=figures.submitter_id, release=False
     )
     charged = billing.settle(
-        attempt_id=attempt_id, runtime_ms=runtime, charge=True, figures=figures, locked=locked,
-        release=job_state is not None,
-    )  # fmt: skip
+        attempt_id=attempt_id, runtime_ms=runtime, charge=True, figures=figures, locked=locked
+    )
+    if job_state is not None:
+        billing.release(job_id=fenced.job_id, submitter_id=figures.submitter_id, locked=locked)
     return charged, job_state
 
 

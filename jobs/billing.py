@@ -73,10 +73,6 @@ def hold_lock(*, attempt_id: int, figures: SettleFigures) -> settlement.HoldLock
     )
 
 
-# The actor of a job's release of its hold.
-_RELEASER = "system"
-
-
 def settle(
     *,
     attempt_id: int,
@@ -84,12 +80,10 @@ def settle(
     charge: bool,
     figures: SettleFigures | None = None,
     locked: settlement.HoldLocked | None = None,
-    release: bool = False,
 ) -> int:
     """Settle one attempt exactly once; returns what was charged (0 when not charged). Pass the
     `figures` already read (the completion's fenced read has them) to read nothing more, and
-    the hold `locked` by `hold_lock` if the caller took it. `release`: the attempt ended its
-    job, so the rest of the hold goes back too, with the settlement (as `release` would).
+    the hold `locked` by `hold_lock` if the caller took it.
 
     Call it only in the transaction that has just ended the attempt (its compare-and-set or
     its row lock won): that is what makes the settlement `fresh`."""
@@ -111,7 +105,6 @@ def settle(
         actor="system:settlement",
         fresh=True,
         locked=locked,
-        release_by=_RELEASER if release else None,
     )
     return entry.event.payload["charged_minor"] if entry is not None else 0
 
@@ -124,9 +117,7 @@ def release(
 ) -> None:
     if submitter_id is None:
         submitter_id = Job.objects.values_list("submitter_id", flat=True).get(pk=job_id)
-    settlement.hold_release(
-        job_id=job_id, submitter_id=submitter_id, actor=_RELEASER, locked=locked
-    )
+    settlement.hold_release(job_id=job_id, submitter_id=submitter_id, actor="system", locked=locked)
 
 
 def holds_lock(job_ids: set[int], *, releasing_to: set[int]) -> None:

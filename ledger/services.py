@@ -308,24 +308,7 @@ def _check_derived_floor(account: Account) -> None:
         raise InsufficientFunds(f"account {account.code} cannot go below zero")
 
 
-@dataclass(frozen=True)
-class EntryDraft:
-    """A balanced entry checked and written out, ready to post (`entry_draft`): its event, with
-    the postings in the payload, and the projected balances it moves."""
-
-    kind: str
-    legs: Sequence[Leg]
-    event: NewEvent
-    schema_version: int
-    payload_json: str
-    deltas: list[tuple[Account, int]]
-
-    @property
-    def moves(self) -> list[tuple[Account, int]]:
-        return [(account, delta) for account, delta in self.deltas if account.projected]
-
-
-def entry_draft(
+def entry_post(
     *,
     kind: str,
     legs: Sequence[Leg],
@@ -335,9 +318,16 @@ def entry_draft(
     actor: str,
     expected_version: int | None = None,
     idempotency_key: str | None = None,
-) -> EntryDraft:
-    """Check an entry (balanced, whole minor units, its payload valid for its event type) and
-    write out its event, without posting it: `entries_post` posts it."""
+    key_checked: bool = False,
+) -> Entry:
+    """Record a balanced entry: its event (with the postings in the payload), the entry, its
+    postings and the projected balances, in one call of the ledger's `ledger_post`
+    (ledger/sql/post.sql), in the caller's transaction; a debit that would take a balance below
+    its floor raises InsufficientFunds and leaves the transaction to roll back.
+
+    A replayed idempotency key returns the original entry and moves nothing.
+    """
+    _require_transaction("entry_post")
     _check_balanced(legs)
     if "postings" in payload:
         raise InvalidEvent("payload must not carry postings: entry_post adds them")
@@ -345,77 +335,41 @@ def entry_draft(
         **payload,
         "postings": [[leg.account.code, leg.amount, leg.account.currency] for leg in legs],
     }
-    new = NewEvent(stream, event_type, full_payload, actor, expected_version, idempotency_key)
-    schema_version, payload_json = event_prepared(new.type, new.payload)
-    return EntryDraft(kind, legs, new, schema_version, payload_json, _deltas(legs))
-
-
-def entry_post(*, key_checked: bool = False, **fields: Any) -> Entry:
-    """Record a balanced entry (`fields`: those of `entry_draft`): its event (with the postings
-    in the payload), the entry, its postings and the projected balances, in one call of the
-    ledger's `ledger_post` (ledger/sql/post.sql), in the caller's transaction; a debit that
-    would take a balance below its floor raises InsufficientFunds and leaves the transaction to
-    roll back.
-
-    A replayed idempotency key returns the original entry and moves nothing (`key_checked`: the
-    caller has looked already).
-    """
-    _require_transaction("entry_post")
-    draft = entry_draft(**fields)
-    new = draft.event
-    if new.idempotency_key is not None and not key_checked:
-        original = _replayed(new.stream, new.type, new.payload, new.idempotency_key)
+    if idempotency_key is not None and not key_checked:
+        original = _replayed(stream, event_type, full_payload, idempotency_key)
         if original is not None:
             return Entry.objects.get(event=original)
-    return entries_post([draft])[0]
-
-
-def entries_post(drafts: Sequence[EntryDraft]) -> list[Entry]:
-    """Post drafted entries, in the order given, in the caller's transaction: each as
-    `entry_post` would (no replay lookup: a key already used fails the call with
-    IdempotencyConflict), all in one round trip to the database.
-
-    One round trip, because a posting locks the balances it moves until the commit, and some
-    balances are shared by many writers (an operator's earnings, credited by every completion
-    on that operator's nodes): entries posted one after another would hold the first one's rows
-    while this process reads its result and sends the next, and every other writer of those
-    rows would queue behind that."""
-    _require_transaction("entries_post")
+    new = NewEvent(stream, event_type, full_payload, actor, expected_version, idempotency_key)
+    schema_version, payload_json = event_prepared(new.type, new.payload)
+    deltas = _deltas(legs)
+    moves = [(account, delta) for account, delta in deltas if account.projected]
     at = timezone.now()
-    calls = [
-        writes.PostCall(
-            event=(d.event.stream, d.event.type, d.schema_version, d.payload_json, d.event.actor,
-                   d.event.expected_version, d.event.idempotency_key),
-            kind=d.kind,
-            postings=[(leg.account.pk, leg.amount, leg.account.currency) for leg in d.legs],
-            moves=[(account.pk, delta) for account, delta in d.moves],
-        )
-        for d in drafts
-    ]  # fmt: skip
     try:
-        rows = writes.entries_post(calls, recorded_at=at)
+        *appended, entry_id, refused = writes.entry_post(
+            event=(new.stream, new.type, schema_version, payload_json, new.actor,
+                   new.expected_version, new.idempotency_key),
+            recorded_at=at,
+            kind=kind,
+            postings=[(leg.account.pk, leg.amount, leg.account.currency) for leg in legs],
+            moves=[(account.pk, delta) for account, delta in moves],
+        )  # fmt: skip
     except IntegrityError as exc:
-        event_write_refused(exc, [d.event for d in drafts])
-    entries = []
-    for draft, (*appended, entry_id, refused) in zip(drafts, rows, strict=True):
-        if refused is not None:
-            transaction.set_rollback(True)
-            account, delta = next((a, d) for a, d in draft.moves if a.pk == refused)
-            raise InsufficientFunds(f"account {account.code} cannot go below zero (needs {-delta})")
-        # Debits from unprojected accounts that must not go negative: their floor is a sum of
-        # postings (this entry's included), checked under a lock of their own after the
-        # projected moves, in id order; credits to them take no lock, so settlements never
-        # queue here.
-        for account, delta in draft.deltas:
-            if not account.projected and delta < 0 and not account.allow_negative:
-                _check_derived_floor(account)
-        metrics.entry_counted(
-            draft.kind, [(leg.account.kind, leg.amount, leg.account.currency) for leg in draft.legs]
-        )
-        entry = Entry(event=_event_of(draft.event, Appended(*appended), at), kind=draft.kind,
-                      created_at=at)  # fmt: skip
-        entries.append(_as_saved(entry, entry_id))
-    return entries
+        event_write_refused(exc, [new])
+    if refused is not None:
+        transaction.set_rollback(True)
+        account, delta = next((a, d) for a, d in moves if a.pk == refused)
+        raise InsufficientFunds(f"account {account.code} cannot go below zero (needs {-delta})")
+    # Debits from unprojected accounts that must not go negative: their floor is a sum of
+    # postings (this entry's included), checked under a lock of their own after the projected
+    # moves, in id order; credits to them take no lock, so settlements never queue here.
+    for account, delta in deltas:
+        if not account.projected and delta < 0 and not account.allow_negative:
+            _check_derived_floor(account)
+    metrics.entry_counted(
+        kind, [(leg.account.kind, leg.amount, leg.account.currency) for leg in legs]
+    )
+    entry = Entry(event=_event_of(new, Appended(*appended), at), kind=kind, created_at=at)
+    return _as_saved(entry, entry_id)
 
 
 def transfer(

@@ -44,14 +44,7 @@ from ledger.pricing import (
     fee_at,
     rules_version,
 )
-from ledger.services import (
-    EntryDraft,
-    Leg,
-    entries_post,
-    entry_draft,
-    entry_post,
-    event_append,
-)
+from ledger.services import Leg, entry_post, event_append
 
 
 def _require(name: str, value: object, *, minimum: int = 0) -> int:
@@ -277,16 +270,11 @@ def attempt_settle(
     actor: str = "system",
     fresh: bool = False,
     locked: HoldLocked | None = None,
-    release_by: str | None = None,
 ) -> Entry | None:
     """Settle one attempt, exactly once (idempotency key `settle:attempt:<id>`).
 
     `locked`: the job's hold as the caller already locked it in this transaction
     (`hold_lock`); without it, it is locked here.
-
-    `release_by`: the attempt was its job's last, so whatever the settlement leaves held then
-    goes back to the submitter (`hold_release`, by this actor), posted with the settlement in
-    one round trip (`entries_post` says why).
 
     `fresh`: the caller moved the attempt out of an active state in this very transaction
     (compare-and-set or row lock), so it cannot have been settled before and the lookup of an
@@ -350,10 +338,6 @@ def attempt_settle(
                 raise IdempotencyConflict(
                     f"attempt {attempt_id} was already settled with different figures"
                 )
-            if release_by is not None:
-                hold_release(
-                    job_id=job_id, submitter_id=submitter_id, actor=release_by, locked=locked
-                )
             return _entry_of(original)
         if held is not None and held.owner_id != submitter_id:
             raise DomainError(f"job {job_id}'s hold belongs to another submitter")
@@ -391,10 +375,6 @@ def attempt_settle(
                 idempotency_key=key,
                 key_checked=True,
             )
-            if release_by is not None:
-                hold_release(
-                    job_id=job_id, submitter_id=submitter_id, actor=release_by, locked=locked
-                )
             return None
         earnings = locked.earnings or account_ensure(
             code=earnings_code(operator_id), kind=AccountKind.EARNINGS, owner_id=operator_id
@@ -405,26 +385,19 @@ def attempt_settle(
             legs.append(Leg(earnings, split.operator))
         if split.fee:
             legs.append(Leg(revenue, split.fee))
-        drafts = [
-            entry_draft(
-                kind="settlement",
-                legs=legs,
-                stream=stream,
-                expected_version=0,
-                event_type="AttemptSettled",
-                payload=payload,
-                actor=actor,
-                idempotency_key=key,
-            )
-        ]
+        entry = entry_post(
+            kind="settlement",
+            legs=legs,
+            stream=stream,
+            expected_version=0,
+            event_type="AttemptSettled",
+            payload=payload,
+            actor=actor,
+            idempotency_key=key,
+            key_checked=True,
+        )
         locked.taken += split.cost
-        if release_by is not None:
-            release = _release_draft(
-                job_id=job_id, submitter_id=submitter_id, actor=release_by, locked=locked
-            )
-            if release is not None:
-                drafts.append(release)
-        return entries_post(drafts)[0]
+        return entry
 
 
 def spot_check_settle(
@@ -602,40 +575,31 @@ def hold_release(
     _require("job_id", job_id, minimum=1)
     _require("submitter_id", submitter_id, minimum=1)
     with transaction.atomic(savepoint=False):
-        draft = _release_draft(job_id=job_id, submitter_id=submitter_id, actor=actor, locked=locked)
-        return entries_post([draft])[0] if draft is not None else None
-
-
-def _release_draft(
-    *, job_id: int, submitter_id: int, actor: str, locked: HoldLocked | None
-) -> EntryDraft | None:
-    """The release of what is still held for the job (None: nothing is), counted as taken from
-    `locked`; the hold is locked and read here when the caller has not."""
-    code = available_code(submitter_id)
-    if locked is None:
-        held, available = writes.account_lock_with(job_held_code(job_id), code)
-        rest = held.balance if held is not None else 0
-    else:
-        held, available, rest = locked.held, locked.available, locked.of_job(job_id).rest
-    if held is None or rest == 0:
-        return None
-    if held.owner_id != submitter_id:
-        raise DomainError(f"job {job_id}'s hold belongs to another submitter")
-    available = available or account_ensure(
-        code=code, kind=AccountKind.AVAILABLE, owner_id=submitter_id
-    )
-    draft = entry_draft(
-        kind="release",
-        legs=[Leg(held, -rest), Leg(available, rest)],
-        stream=hold_key(job_id),
-        event_type="CreditsReleased",
-        payload={
-            "job_id": job_id,
-            "submitter_id": submitter_id,
-            "amount_minor": rest,
-        },
-        actor=actor,
-    )
-    if locked is not None:
-        locked.taken += rest
-    return draft
+        code = available_code(submitter_id)
+        if locked is None:
+            held, available = writes.account_lock_with(job_held_code(job_id), code)
+            rest = held.balance if held is not None else 0
+        else:
+            held, available, rest = locked.held, locked.available, locked.of_job(job_id).rest
+        if held is None or rest == 0:
+            return None
+        if held.owner_id != submitter_id:
+            raise DomainError(f"job {job_id}'s hold belongs to another submitter")
+        available = available or account_ensure(
+            code=code, kind=AccountKind.AVAILABLE, owner_id=submitter_id
+        )
+        entry = entry_post(
+            kind="release",
+            legs=[Leg(held, -rest), Leg(available, rest)],
+            stream=hold_key(job_id),
+            event_type="CreditsReleased",
+            payload={
+                "job_id": job_id,
+                "submitter_id": submitter_id,
+                "amount_minor": rest,
+            },
+            actor=actor,
+        )
+        if locked is not None:
+            locked.taken += rest
+        return entry

@@ -3,7 +3,6 @@ post.sql) and the account reads that lock. Values go through psycopg's adapters 
 would, and accounts come back through `Model.from_db`, as a queryset's do."""
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -57,51 +56,25 @@ def events_append(
         return cursor.fetchall()
 
 
-@dataclass(frozen=True)
-class PostCall:
-    """One call of `ledger_post`: `event` is (stream, type, schema version, payload JSON, actor,
+def entry_post(
+    *,
+    event: Sequence[Any],
+    recorded_at: datetime,
+    kind: str,
+    postings: Sequence[tuple[int, int, str]],
+    moves: Sequence[tuple[int, int]],
+) -> tuple[int, int, str, int, int | None]:
+    """Call `ledger_post`: `event` is (stream, type, schema version, payload JSON, actor,
     expected version, idempotency key), `postings` (account id, amount, currency), `moves`
-    (account id, delta)."""
-
-    event: Sequence[Any]
-    kind: str
-    postings: Sequence[tuple[int, int, str]]
-    moves: Sequence[tuple[int, int]]
-
-    def params(self, recorded_at: datetime) -> list[Any]:
-        accounts, amounts, currencies = (list(c) for c in zip(*self.postings, strict=True))
-        move_accounts = [account_id for account_id, _ in self.moves]
-        move_deltas = [delta for _, delta in self.moves]
-        return [*self.event, recorded_at, self.kind, accounts, amounts, currencies,
-                move_accounts, move_deltas]  # fmt: skip
-
-
-def entries_post(
-    calls: Sequence[PostCall], *, recorded_at: datetime
-) -> list[tuple[int, int, str | None, int, int | None]]:
-    """Call `ledger_post` once for each of `calls`, in order. For each: the event's id, version
-    and fingerprint, the entry's id, and the account whose move would have crossed its floor
-    (None when every move applied).
-
-    Several calls go to the server together, in psycopg's pipeline mode: it runs each right
-    after the one before, without waiting for this process to read a result (an error stops
-    the ones after it, and the transaction is then to be rolled back)."""
-    if len(calls) == 1:
-        with connection.cursor() as cursor:
-            cursor.execute(_POST, calls[0].params(recorded_at))
-            return [cursor.fetchone()]
-    connection.ensure_connection()
-    cursors = [connection.cursor() for _ in calls]
-    try:
-        # Django's error wrapper around the whole block: the pipeline's end reads the results
-        # too, and an error read there must reach the caller as Django's (IntegrityError).
-        with connection.wrap_database_errors, connection.connection.pipeline():
-            for cursor, call in zip(cursors, calls, strict=True):
-                cursor.execute(_POST, call.params(recorded_at))
-            return [cursor.fetchone() for cursor in cursors]
-    finally:
-        for cursor in cursors:
-            cursor.close()
+    (account id, delta). Returns the event's id, version and fingerprint, the entry's id, and
+    the account whose move would have crossed its floor (None when every move applied)."""
+    accounts, amounts, currencies = (list(column) for column in zip(*postings, strict=True))
+    move_accounts = [account_id for account_id, _ in moves]
+    move_deltas = [delta for _, delta in moves]
+    params = [*event, recorded_at, kind, accounts, amounts, currencies, move_accounts, move_deltas]
+    with connection.cursor() as cursor:
+        cursor.execute(_POST, params)
+        return cursor.fetchone()
 
 
 def event_by_key(key: str, stream: str, type: str, payload_json: str) -> tuple[int, bool] | None:

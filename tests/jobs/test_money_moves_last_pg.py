@@ -9,8 +9,7 @@ it.
 """
 
 import pytest
-from django.db import connection, transaction
-from psycopg import pq
+from django.db import transaction
 
 from jobs.attempts import attempt_complete
 from jobs.claim import task_claim
@@ -66,34 +65,5 @@ def test_a_completion_waiting_on_its_job_holds_neither_shared_account(alice, bob
         .values_list("type", flat=True)
     )
     assert types[-2:] == ["JobFinished", "CreditsReleased"]
-    report = verify_ledger(check_chain=False)
-    assert report.ok, report.problems
-
-
-def test_a_jobs_last_completion_sends_its_settlement_and_release_together(alice, bob):
-    # Both calls of ledger_post go out in one pipeline: the server runs the release right after
-    # the settlement, so the shared accounts are not held while this process reads a result.
-    fund(alice, 1_000 * CREDITS)
-    job = submit_job(alice.pk, 1)
-    node, _ = online_node(bob)
-    lease = task_claim(profile=profile_for(Node.objects.get(pk=node.pk)))
-    posts = []
-
-    def spy(execute, sql, params, many, context):
-        if "ledger_post(" in sql:
-            posts.append((params[1], connection.connection.pgconn.pipeline_status))
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(spy):
-        done = attempt_complete(
-            attempt_id=lease.attempt_id, token=lease.lease_token, node_id=node.pk, exit_code=0
-        )
-    assert done.job_state == "succeeded" and done.charged > 0
-    assert posts == [
-        ("AttemptSettled", pq.PipelineStatus.ON),
-        ("CreditsReleased", pq.PipelineStatus.ON),
-    ]
-    assert connection.connection.pgconn.pipeline_status == pq.PipelineStatus.OFF
-    assert Account.objects.get(code=job_held_code(job.pk)).balance == 0
     report = verify_ledger(check_chain=False)
     assert report.ok, report.problems

@@ -1,16 +1,9 @@
 import pytest
 from django.db import transaction
 
-from ledger.errors import InsufficientFunds, UnbalancedEntry, VersionConflict
+from ledger.errors import InsufficientFunds, UnbalancedEntry
 from ledger.models import Account, Entry, Event, Posting
-from ledger.services import (
-    Leg,
-    account_balance,
-    entries_post,
-    entry_draft,
-    entry_post,
-    transfer,
-)
+from ledger.services import Leg, account_balance, entry_post, transfer
 from ledger.verify import verify_ledger
 from tests.ledger.helpers import funded, open_account
 
@@ -104,68 +97,3 @@ def test_external_funding_may_go_negative_and_the_books_sum_to_zero():
     assert funding.allow_negative and account_balance(funding) == -1000
     report = verify_ledger()
     assert report.ok, report.problems
-
-
-def _draft(source, destination, amount, stream, **kwargs):
-    return entry_draft(
-        kind="test",
-        legs=[Leg(source, -amount), Leg(destination, amount)],
-        stream=stream,
-        event_type="TransferPosted",
-        payload={"memo": stream, "kind": "test"},
-        actor="test",
-        **kwargs,
-    )
-
-
-def test_entries_posted_together_are_written_whole_and_in_order():
-    alice = funded("alice:available", 1000)
-    bob, carol = open_account("bob:earnings"), open_account("carol:earnings")
-    with transaction.atomic():
-        first, second = entries_post(
-            [_draft(alice, bob, 300, "test:together"), _draft(alice, carol, 200, "test:together")]
-        )
-    # Each as entry_post would have written it: its own event (after the one before, on one
-    # stream), its entry and postings, and the balances moved.
-    assert [first.event.version, second.event.version] == [1, 2]
-    assert first.event.id < second.event.id and first.pk < second.pk
-    assert Entry.objects.get(pk=second.pk).event_id == second.event.id
-    assert second.event.payload["postings"] == [
-        ["alice:available", -200, "CRD"],
-        ["carol:earnings", 200, "CRD"],
-    ]
-    assert [Account.objects.get(pk=a.pk).balance for a in (alice, bob, carol)] == [500, 300, 200]
-    assert verify_ledger().ok
-
-
-@pytest.mark.parametrize("short", [0, 1])
-def test_a_refused_move_in_any_entry_posted_together_writes_none_of_them(short):
-    alice = funded("alice:available", 100)
-    bob = open_account("bob:earnings")
-    amounts = [[150, 50], [50, 150]][short]  # the first, or the second, overdraws
-    before = (Entry.objects.count(), Event.objects.count())
-    with pytest.raises(InsufficientFunds, match="alice:available"), transaction.atomic():
-        entries_post([_draft(alice, bob, amount, f"test:{i}") for i, amount in enumerate(amounts)])
-    assert [Account.objects.get(pk=a.pk).balance for a in (alice, bob)] == [100, 0]
-    assert (Entry.objects.count(), Event.objects.count()) == before
-    assert verify_ledger().ok
-
-
-def test_a_stream_moved_under_entries_posted_together_writes_none_of_them():
-    alice = funded("alice:available", 1000)
-    bob = open_account("bob:earnings")
-    post([Leg(alice, -1), Leg(bob, 1)], expected_version=0)  # test:1 is at version 1 now
-    before = (Entry.objects.count(), Event.objects.count())
-    stale = _draft(alice, bob, 10, "test:1", expected_version=0)
-    with pytest.raises(VersionConflict), transaction.atomic():
-        entries_post([_draft(alice, bob, 5, "test:2"), stale, _draft(alice, bob, 7, "test:3")])
-    assert [Account.objects.get(pk=a.pk).balance for a in (alice, bob)] == [999, 1]
-    assert (Entry.objects.count(), Event.objects.count()) == before
-
-
-@pytest.mark.django_db(transaction=True)
-def test_entries_post_needs_the_callers_transaction():
-    alice = funded("alice:available", 100)
-    bob = open_account("bob:earnings")
-    with pytest.raises(RuntimeError, match=r"transaction\.atomic"):
-        entries_post([_draft(alice, bob, 5, "test:outside")])

@@ -304,24 +304,3 @@ def test_a_settlement_is_a_handful_of_queries(alice, bob, django_assert_max_num_
             timeout_ms=10_000,
             actor="jobs",
         )
-
-
-@pytest.mark.parametrize("charge", [True, False])
-def test_a_jobs_last_settlement_can_release_the_rest_with_it(alice, bob, charge):
-    # As the settlement and then hold_release would, posted together: the operator paid, the
-    # rest back to the submitter under the releaser's name, nothing left held.
-    grant(alice, 1_000_000)
-    hold(alice, 16, 300_000)
-    with transaction.atomic():
-        entry = attempt_settle(
-            attempt_id=160, job_id=16, submitter_id=alice.pk, operator_id=bob.pk,
-            price_per_s_minor=50, runtime_ms=1_000_000, timeout_ms=HOUR_MS, charge=charge,
-            actor="system:settlement", release_by="system",
-        )  # fmt: skip
-    cost = 50_000 if charge else 0
-    assert (entry.event.payload["charged_minor"] if entry else 0) == cost
-    assert job_held_balance(16) == 0
-    assert balance(available_code(alice.pk)) == 1_000_000 - cost
-    released = Event.objects.get(stream="hold:job:16", type="CreditsReleased")
-    assert released.payload["amount_minor"] == 300_000 - cost and released.actor == "system"
-    assert verify_ledger().ok
