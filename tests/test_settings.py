@@ -197,3 +197,44 @@ def test_a_pooled_process_hands_a_closed_connection_back_and_gets_it_back_warm(t
     )
     assert plain.returncode == 0, plain.stderr
     assert plain.stdout.splitlines()[-1].split() == ["None", "60"]
+
+
+_BROKEN_IN_THE_POOL = """
+import json
+import psycopg
+from django.db import OperationalError, connection
+
+def backend():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return cursor.fetchone()[0]
+
+first = backend()
+connection.close()  # back to the pool, where the server then cuts it (as a restart would)
+params = {k: v for k, v in connection.pool.kwargs.items() if k != "autocommit"}
+with psycopg.connect(**params, autocommit=True) as other:
+    other.execute("SELECT pg_terminate_backend(%s)", [first])
+try:
+    backend()
+    failed = False
+except OperationalError:
+    failed = True
+connection.close()  # as Django does at the end of the failed request
+again = backend()
+print(json.dumps({"failed": failed, "new": again != first}))
+"""
+
+
+@pytest.mark.django_db
+def test_a_pooled_connection_is_lent_unchecked_and_a_broken_one_fails_one_request(tmp_path):
+    # A pooled process lends connections without a round trip to check them (settings, "No
+    # check before each loan"): one that broke in the pool fails the request that takes it (a
+    # checked loan would have replaced it unseen), and the next request gets a working one.
+    from django.db import connection
+
+    from tests.e2e.conftest import database_url
+
+    env = {"DATABASE_URL": database_url(connection.settings_dict), "DB_POOL_MAX_SIZE": "1"}
+    shown = start(env, tmp_path, "shell", "-c", _BROKEN_IN_THE_POOL)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout.splitlines()[-1]) == {"failed": True, "new": True}
