@@ -137,9 +137,9 @@ if DB_POOL_MAX_SIZE:
     _db["CONN_MAX_AGE"] = 0  # Django refuses persistent connections beside a pool
     # No check before each loan: with CONN_HEALTH_CHECKS the pool checks every connection it
     # lends (psycopg_pool's check_connection), a round trip to the server beside each request's
-    # own statements, where a persistent connection is checked only after an error. A
-    # connection that broke while in the pool (the server restarted) fails the one request that
-    # takes it, and the pool discards it when it comes back (tests/test_settings.py).
+    # own statements (docs/decisions.md has the counts). A connection that broke while in the
+    # pool (the server restarted) fails the one request that takes it, and the pool discards
+    # it when it comes back (tests/test_settings.py).
     _db["CONN_HEALTH_CHECKS"] = False
     _db["OPTIONS"]["pool"] = {
         "min_size": 1,
