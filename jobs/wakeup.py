@@ -156,4 +156,4 @@ def notify_claims_end(node_ids: list[int]) -> None:
     """Tell every hub process to end these nodes' waiting claims (call after commit; the
     nodes' claims-end hook)."""
     waker.end_claims_local(node_ids)
-    _publish(_ENDS + ",".join(str(int(n)) for n in node_ids).encode())
+    _publish(_ENDS + ",".join(map(str, node_ids)).encode())
