@@ -73,6 +73,7 @@ RUNS = [
         ],
         [
             "largest fleet served with p99 < 100 ms: 50",
+            "hub CPU ms/beat",
             "500 nodes moved offline",
             # The reap's own statement, timed on the reaper's threads.
             "x  WITH due AS (",
