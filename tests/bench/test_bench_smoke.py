@@ -7,6 +7,7 @@ PostgreSQL and Redis) and reports what its issue item asks for. Each run uses da
 own (`BENCH_DB_PREFIX`), dropped afterwards, so a benchmark run beside it is left alone."""
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -151,8 +152,7 @@ def own_databases():
     _drop_ours()
 
 
-@pytest.mark.parametrize(("script", "args", "expected"), RUNS, ids=[r[0] for r in RUNS])
-def test_the_benchmark_runs_and_reports(script, args, expected):
+def _run(script: str, args: list[str], expected: list[str]) -> None:
     env = {**os.environ, "BENCH_DB_PREFIX": PREFIX}
     result = subprocess.run(
         [sys.executable, "-m", f"bench.{script}", *args],
@@ -166,3 +166,24 @@ def test_the_benchmark_runs_and_reports(script, args, expected):
     for text in expected:
         assert text in result.stdout, result.stdout[-3000:]
     assert "WARNING: requests refused" not in result.stdout
+
+
+@pytest.mark.parametrize(("script", "args", "expected"), RUNS, ids=[r[0] for r in RUNS])
+def test_the_benchmark_runs_and_reports(script, args, expected):
+    _run(script, args, expected)
+
+
+def test_the_instruction_count_runs_and_reports():
+    """bench.instructions runs the hub's code under Valgrind (Debian's package: `.ci/run`
+    installs it). Skipped without it, unless REQUIRE_VALGRIND=1 (CI), where that fails."""
+    missing = [c for c in ("valgrind", "callgrind_control") if shutil.which(c) is None]
+    if missing:
+        message = f"{' and '.join(missing)} not on PATH (Debian's valgrind package)"
+        if os.environ.get("REQUIRE_VALGRIND") == "1":
+            pytest.fail(f"REQUIRE_VALGRIND=1 but {message}")
+        pytest.skip(message)
+    _run(
+        "instructions",
+        ["--beats", "3"],
+        ["thousand instructions (frozen, as the hub)", "  body check ", "not frozen ÷ frozen"],
+    )
