@@ -61,6 +61,8 @@ def _child(beats: int, frozen: bool) -> None:
         raw = json.dumps(common.HEARTBEAT_BODY)
         node = resolve_agent_key(keys[0])[1]
         body = validated(HeartbeatIn, json.loads(raw))
+        beat = {name: body[name] for name in ("status", "load", "gpus", "capabilities")}
+        beat["lease_tokens"] = body["leases"]
 
         def request() -> None:
             response = client.post(
@@ -74,14 +76,7 @@ def _child(beats: int, frozen: bool) -> None:
             "URL resolution": lambda: resolve("/api/v1/agent/heartbeat"),
             "agent key lookup": lambda: resolve_agent_key(keys[0]),
             "body check": lambda: validated(HeartbeatIn, json.loads(raw)),
-            "liveness write": lambda: node_heartbeat(
-                node=node,
-                status=body["status"],
-                load=body["load"],
-                gpus=body["gpus"],
-                lease_tokens=body["leases"],
-                capabilities=body["capabilities"],
-            ),
+            "liveness write": lambda: node_heartbeat(node=node, **beat),
             "nothing": lambda: None,  # the dump's own cost, subtracted from each part
         }
         load_views()
