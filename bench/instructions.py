@@ -5,15 +5,16 @@ count by a few per cent shows here at once; a timing would need many alternating
 
 The parts: the whole request through Django's test client (middleware, DRF, the parts below,
 the response), the URL resolution, the agent key's lookup (the node's row), the body's check,
-and the liveness service's write. Counted twice by default: with the objects loaded at start-up
-frozen out of the garbage collector's reach, as the hub's processes run (core.long_lived),
-and without, which shows what the freeze saves a request. Each part's count is the mean of
-`--beats` calls; what the measurement itself costs (callgrind_control's dump) is subtracted.
+and the liveness service's write. Counted twice by default: as a WSGI hub process runs (which is
+what serves heartbeats), and with the objects loaded at start-up frozen out of the garbage
+collector's reach, as an ASGI one runs (core.long_lived): what the freeze would save a heartbeat.
+Each part's count is the mean of `--beats` calls; what the measurement itself costs
+(callgrind_control's dump) is subtracted.
 
 Needs `valgrind` (Debian's package) on PATH; the process runs some fifty times slower under it,
 so a run takes a few minutes.
 
-    .venv/bin/python -m bench.instructions [--beats 200] [--frozen-only]
+    .venv/bin/python -m bench.instructions [--beats 200] [--wsgi-only]
 """
 
 import argparse
@@ -50,17 +51,17 @@ def _child(beats: int, frozen: bool) -> None:
         from django.test import Client
         from django.urls import resolve
 
-        from core.api.bodies import validated
+        from core.api.bodies import model_validated
         from core.long_lived import load_views
         from nodes.auth import resolve_agent_key
-        from nodes.serializers import HeartbeatIn
+        from nodes.heartbeat import Heartbeat
         from nodes.services.liveness import node_heartbeat
 
         client = Client()
         auth = {"HTTP_AUTHORIZATION": f"Bearer {keys[0]}"}
         raw = json.dumps(common.HEARTBEAT_BODY)
         node = resolve_agent_key(keys[0])[1]
-        body = validated(HeartbeatIn, json.loads(raw))
+        body = model_validated(Heartbeat, json.loads(raw))
         beat = {name: body[name] for name in ("status", "load", "gpus", "capabilities")}
         beat["lease_tokens"] = body["leases"]
 
@@ -75,7 +76,7 @@ def _child(beats: int, frozen: bool) -> None:
             "request": request,
             "URL resolution": lambda: resolve("/api/v1/agent/heartbeat"),
             "agent key lookup": lambda: resolve_agent_key(keys[0]),
-            "body check": lambda: validated(HeartbeatIn, json.loads(raw)),
+            "body check": lambda: model_validated(Heartbeat, json.loads(raw)),
             "liveness write": lambda: node_heartbeat(node=node, **beat),
             "nothing": lambda: None,  # the dump's own cost, subtracted from each part
         }
@@ -83,7 +84,7 @@ def _child(beats: int, frozen: bool) -> None:
         for call in parts.values():  # warm: imports, prepared statements, caches
             for _ in range(20):
                 call()
-        if frozen:  # as core.long_lived.freeze_loaded does after loading the views
+        if frozen:  # as core.long_lived.freeze_loaded does, after loading the views
             gc.collect()
             gc.freeze()
         _dump("start")
@@ -102,7 +103,7 @@ def _start(beats: int, frozen: bool, out: str) -> subprocess.Popen:
         sys.executable, "-m", "bench.instructions", "--child", "--beats", str(beats),
     ]  # fmt: skip
     if frozen:
-        argv.append("--frozen-only")
+        argv.append("--frozen")
     return subprocess.Popen(
         argv, cwd=common.ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -129,18 +130,19 @@ def _counts(proc: subprocess.Popen, beats: int, out: str) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--beats", type=int, default=200, help="calls of each part")
-    parser.add_argument("--frozen-only", action="store_true", help="only as the hub runs")
+    parser.add_argument("--wsgi-only", action="store_true", help="only as a WSGI hub runs")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--frozen", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        _child(args.beats, args.frozen_only)
+        _child(args.beats, args.frozen)
         return
     for command in ("valgrind", "callgrind_control"):
         if shutil.which(command) is None:
             raise SystemExit(f"{command} is not on PATH: install Debian's valgrind package")
     common.banner("an idle heartbeat's instructions in the hub's process, by part (callgrind)")
     common.ensure_template()
-    modes = [True] if args.frozen_only else [True, False]
+    modes = [False] if args.wsgi_only else [False, True]
     with tempfile.TemporaryDirectory(prefix="bench-instructions-") as tmp:
         # Both modes at once, one on each core: the counts do not depend on what else runs.
         outs = {frozen: Path(tmp, str(frozen)) for frozen in modes}
@@ -152,17 +154,14 @@ def main() -> None:
         }
     rows = []
     for part in PARTS:
-        row = [part, f"{figures[True][part] / 1000:,.0f}"]
-        if False in figures:
-            unfrozen = figures[False][part]
-            row += [
-                f"{unfrozen / 1000:,.0f}",
-                f"{100 * (unfrozen / figures[True][part] - 1):+.1f}%",
-            ]
+        row = [part, f"{figures[False][part] / 1000:,.0f}"]
+        if True in figures:
+            frozen = figures[True][part]
+            row += [f"{frozen / 1000:,.0f}", f"{100 * (frozen / figures[False][part] - 1):+.1f}%"]
         rows.append(row)
-    header = ["part", "thousand instructions (frozen, as the hub)"]
-    if False in figures:
-        header += ["not frozen", "not frozen ÷ frozen"]
+    header = ["part", "thousand instructions (as a WSGI hub)"]
+    if True in figures:
+        header += ["loaded objects frozen", "frozen ÷ not"]
     common.table(rows, header)
     print(
         f"  mean of {args.beats} calls of each part; the request includes the four parts below it"

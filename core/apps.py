@@ -8,3 +8,6 @@ class CoreConfig(AppConfig):
 
     name = "core"
     verbose_name = "Core"
+
+    def ready(self) -> None:
+        from core.api import schema  # noqa: F401 (registers the OpenAPI extension)

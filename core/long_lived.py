@@ -1,16 +1,17 @@
-"""What a hub process loads once, as it starts: every view (`load_views`), and then those
-objects kept out of the cyclic garbage collector (`freeze_loaded`), in WSGI and ASGI processes
-alike.
+"""What a hub process loads once, as it starts: every view (`load_views`, for WSGI and ASGI
+processes alike) and, in an ASGI process, those objects kept out of the cyclic garbage collector
+(`freeze_loaded`).
 
-A full collection walks every object the process tracks, and the ~160k objects of Django, DRF
-and this project's modules live as long as the process does. Walked, they cost twice:
-- a pause: each full collection took 100–180 ms with an ASGI process's event loop stopped (the
-  relay's streams waited for it), and 100–330 ms with a gunicorn worker's threads stopped, the
-  whole tail of a heartbeat's latency on that worker;
-- work on every request: an idle node's heartbeat, counted in instructions (`bench.instructions`,
-  exact where timings on this machine swing by a tenth), runs about 7 % fewer of them with the
-  loaded objects frozen, most of it the collections' walks.
-Freezing them once they are loaded leaves each collection only what the requests made.
+A full collection walks every object the process tracks. A hub serving the relay holds
+hundreds of streams open, and what they allocate keeps triggering full collections every few
+seconds. Each of those walked the ~160k objects of Django, DRF and this project's modules,
+which live as long as the process does. That took 100–180 ms with the event loop stopped,
+and every stream's next tokens waited for it. Freezing those objects once they are loaded
+leaves each full collection only what the requests made.
+
+Not done for the WSGI processes: a full collection stops a gunicorn worker's threads for as
+long, but freezing there gave the throughput bench no gain that its alternating pairs could tell
+from the machine's swings (docs/decisions.md).
 """
 
 import gc

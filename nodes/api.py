@@ -14,20 +14,21 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api.bodies import validated
+from core.api.bodies import model_validated, validated
 from core.api.pagination import DefaultPagination
 from core.api.permissions import IsOperator
 from ledger.models import Event
 from ledger.quotes import format_minor
 from ledger.statements import earnings_summary
 from nodes.auth import IsAgent
+from nodes.heartbeat import Heartbeat
 from nodes.models import Node
 from nodes.selectors import node_get, node_history, node_list
 from nodes.serializers import (
     AgentEarningsOut,
     AgentEarningsQuery,
     AgentMeOut,
-    HeartbeatIn,
+    CapabilitiesIn,
     HeartbeatOut,
     NodeEventOut,
     NodeOut,
@@ -194,17 +195,22 @@ class AgentEarningsApi(APIView):
 class AgentHeartbeatApi(APIView):
     permission_classes = [IsAgent]
 
-    @extend_schema(request=HeartbeatIn, responses=HeartbeatOut, summary="Agent heartbeat")
+    @extend_schema(request=Heartbeat, responses=HeartbeatOut, summary="Agent heartbeat")
     def post(self, request: Request) -> Response:
-        body = validated(HeartbeatIn, request.data)
+        body = model_validated(Heartbeat, request.data)
         node = request.auth
         # The region prices the node's work and picks its spot market: it is set at
         # registration, and a heartbeat that names another is refused rather than ignored.
-        if "region" in body and body["region"] != node.region:
+        if body["region"] is not None and body["region"] != node.region:
             registered = node.region or "no region"
             raise ValidationError(
                 {"region": [f"this node registered in {registered}; a heartbeat cannot move it"]}
             )
+        if body["capabilities"] is not None:
+            try:
+                body["capabilities"] = validated(CapabilitiesIn, body["capabilities"])
+            except ValidationError as exc:
+                raise ValidationError({"capabilities": exc.detail}) from None
         reply = node_heartbeat(
             node=node,
             status=body["status"],

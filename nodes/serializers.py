@@ -234,47 +234,6 @@ class NodeEventOut(serializers.ModelSerializer):
         fields = ("version", "type", "payload", "actor", "recorded_at")
 
 
-class LoadIn(serializers.Serializer):
-    # Monitoring figures: bounds generous enough that an odd sensor never fails a heartbeat.
-    cpu_pct = _nullable(serializers.FloatField, min_value=0, max_value=100_000)
-    mem_pct = _nullable(serializers.FloatField, min_value=0, max_value=1000)
-    running = _nullable(serializers.IntegerField, min_value=0, max_value=10_000)
-    slots = _nullable(serializers.IntegerField, min_value=0, max_value=10_000)
-    # Inference (agent.inference): what the node serves now; routing reads the same from its
-    # inference poll, which is fresher.
-    models_loaded = serializers.ListField(
-        child=serializers.CharField(max_length=100), max_length=32, required=False
-    )
-    inference_running = _nullable(serializers.IntegerField, min_value=0, max_value=10_000)
-
-
-class GpuStateIn(serializers.Serializer):
-    index = _nullable(serializers.IntegerField, min_value=0, max_value=255)
-    utilization_pct = _nullable(serializers.FloatField, min_value=0, max_value=1000)
-    temperature_c = _nullable(serializers.FloatField, min_value=-100, max_value=1000)
-    power_w = _nullable(serializers.FloatField, min_value=0, max_value=100_000)
-    vram_free_mb = _nullable(serializers.IntegerField, min_value=0, max_value=MAX_MB)
-    throttled = _nullable(serializers.BooleanField)
-
-
-class HeartbeatIn(serializers.Serializer):
-    status = serializers.ChoiceField(choices=("available", "busy", "degraded", "draining"))
-    load = LoadIn(required=False, default=dict)
-    gpus = GpuStateIn(many=True, max_length=MAX_GPUS, required=False, default=list)
-    leases = serializers.ListField(
-        child=serializers.CharField(max_length=128),
-        max_length=256,
-        required=False,
-        default=list,
-    )
-    capabilities = CapabilitiesIn(required=False, allow_null=True, default=None)
-    region = RegionField(
-        required=False,
-        allow_blank=True,
-        help_text="optional: the node's region as registered; a heartbeat cannot move it",
-    )
-
-
 class HeartbeatOut(serializers.Serializer):
     poll_interval_s = serializers.IntegerField()
     drain = serializers.BooleanField()

@@ -8,15 +8,15 @@ from rest_framework.exceptions import ValidationError
 
 from core.api.bodies import validated
 from jobs.serializers import CompleteIn
-from nodes.serializers import HeartbeatIn
+from nodes.serializers import CapabilitiesIn
 
 BODIES = [
-    (HeartbeatIn, {"status": "available"}),
-    (HeartbeatIn, {"status": "busy", "load": {"cpu_pct": 5}, "gpus": [{"index": 0}]}),
-    (HeartbeatIn, {"status": "sleeping", "gpus": [{"index": -1}, {"power_w": "lots"}]}),
-    (HeartbeatIn, {"status": "available", "load": [1, 2]}),
-    (HeartbeatIn, None),
-    (HeartbeatIn, [1, 2, 3]),
+    (CapabilitiesIn, {"ram_mb": 1024}),
+    (CapabilitiesIn, {"gpus": [{"index": 0, "vram_total_mb": 8000}], "sandboxes": ["docker"]}),
+    (CapabilitiesIn, {"gpus": [{"index": -1}, {"vram_total_mb": "lots"}], "ram_mb": -5}),
+    (CapabilitiesIn, {"cpu": [1, 2]}),
+    (CapabilitiesIn, None),
+    (CapabilitiesIn, [1, 2, 3]),
     (CompleteIn, {"lease_token": "t", "artifacts": [{"name": "a", "sha256": "x"}]}),
     (CompleteIn, {"lease_token": "t", "exit_code": 3, "want_next": True}),
 ]
@@ -49,16 +49,16 @@ def test_the_kept_serializer_answers_as_a_fresh_one(serializer_class, data):
 
 
 def test_defaults_are_not_shared_between_bodies():
-    first = validated(HeartbeatIn, {"status": "available"})
-    first["leases"].append("changed")
-    assert validated(HeartbeatIn, {"status": "available"})["leases"] == []
+    first = validated(CapabilitiesIn, {})
+    first["sandboxes"].append("changed")
+    assert validated(CapabilitiesIn, {})["sandboxes"] == []
 
 
 def test_threads_each_get_their_own_answer():
     def check(i):
-        body = {"status": "available", "gpus": [{"index": i % 200}], "leases": [f"l{i}"]}
-        got = validated(HeartbeatIn, body)
-        return got["gpus"][0]["index"] == i % 200 and got["leases"] == [f"l{i}"]
+        body = {"gpus": [{"index": i % 200}], "sandboxes": [f"s{i}"]}
+        got = validated(CapabilitiesIn, body)
+        return got["gpus"][0]["index"] == i % 200 and got["sandboxes"] == [f"s{i}"]
 
     with ThreadPoolExecutor(8) as pool:
         assert all(pool.map(check, range(2000)))
