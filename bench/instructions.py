@@ -3,8 +3,9 @@ callgrind: the same count on every run, where this machine's timings of one requ
 tenth or more between runs (the steal of a shared host). A change to the hot path that moves the
 count by a few per cent shows here at once; a timing would need many alternating pairs.
 
-The parts: the whole request through Django's test client (middleware, DRF, the parts below,
-the response), the URL resolution, the agent key's lookup (the node's row), the body's check,
+The parts: the whole request through the WSGI application as gunicorn calls it (a pooled
+connection taken and handed back, middleware, DRF, the parts below, the response; not gunicorn's
+own parsing of HTTP), the URL resolution, the agent key's lookup (the node's row), the body's check,
 and the liveness service's write. Counted twice by default: as a WSGI hub process runs (which is
 what serves heartbeats), and with the objects loaded at start-up frozen out of the garbage
 collector's reach, as an ASGI one runs (core.long_lived): what the freeze would save a heartbeat.
@@ -18,6 +19,7 @@ so a run takes a few minutes.
 """
 
 import argparse
+import io
 import json
 import os
 import re
@@ -46,9 +48,12 @@ def _child(beats: int, frozen: bool) -> None:
 
     db = common.create_db("instructions_frozen" if frozen else "instructions")
     try:
+        # Connections from a pool, as the bench's hub (and a deployed one) takes them.
+        os.environ["DB_POOL_MAX_SIZE"] = "8"
         common.django_setup(db)
         _, keys = common.seed_nodes(8, operator_ids=common.operators(1))
-        from django.test import Client
+        common.close_django_connections()
+        from django.core.wsgi import get_wsgi_application
         from django.urls import resolve
 
         from core.api.bodies import model_validated
@@ -57,20 +62,44 @@ def _child(beats: int, frozen: bool) -> None:
         from nodes.heartbeat import Heartbeat
         from nodes.services.liveness import node_heartbeat
 
-        client = Client()
-        auth = {"HTTP_AUTHORIZATION": f"Bearer {keys[0]}"}
+        application = get_wsgi_application()
         raw = json.dumps(common.HEARTBEAT_BODY)
         node = resolve_agent_key(keys[0])[1]
         body = model_validated(Heartbeat, json.loads(raw))
         beat = {name: body[name] for name in ("status", "load", "gpus", "capabilities")}
         beat["lease_tokens"] = body["leases"]
+        environ = {
+            "REQUEST_METHOD": "POST",
+            "PATH_INFO": "/api/v1/agent/heartbeat",
+            "QUERY_STRING": "",
+            "SERVER_NAME": "127.0.0.1",
+            "SERVER_PORT": "8000",
+            "SERVER_PROTOCOL": "HTTP/1.1",
+            "REMOTE_ADDR": "127.0.0.1",
+            "HTTP_HOST": "127.0.0.1:8000",
+            "HTTP_AUTHORIZATION": f"Bearer {keys[0]}",
+            "CONTENT_TYPE": "application/json",
+            "CONTENT_LENGTH": str(len(raw)),
+            "wsgi.version": (1, 0),
+            "wsgi.url_scheme": "http",
+            "wsgi.errors": sys.stderr,
+            "wsgi.multithread": True,
+            "wsgi.multiprocess": True,
+            "wsgi.run_once": False,
+        }
 
         def request() -> None:
-            response = client.post(
-                "/api/v1/agent/heartbeat", data=raw, content_type="application/json", **auth
+            # The WSGI application as gunicorn calls it: the request's signals (the database
+            # connection taken from the pool and handed back) and middleware included.
+            status: list[str] = []
+            answer = b"".join(
+                application(
+                    {**environ, "wsgi.input": io.BytesIO(raw.encode())},
+                    lambda line, headers, exc_info=None: status.append(line),
+                )
             )
-            if response.status_code != 200:
-                raise RuntimeError(f"heartbeat: {response.status_code} {response.content[:200]!r}")
+            if not status[0].startswith("200"):
+                raise RuntimeError(f"heartbeat: {status[0]} {answer[:200]!r}")
 
         parts = {
             "request": request,
