@@ -3,13 +3,13 @@ callgrind: the same count on every run, where this machine's timings of one requ
 tenth or more between runs (the steal of a shared host). A change to the hot path that moves the
 count by a few per cent shows here at once; a timing would need many alternating pairs.
 
-The parts: the whole request through the WSGI application as gunicorn calls it (a pooled
-connection taken and handed back, middleware, DRF, the parts below, the response; not gunicorn's
-own parsing of HTTP), the URL resolution, the agent key's lookup (the node's row), the body's check,
-and the liveness service's write. Counted twice by default: as a WSGI hub process runs (which is
-what serves heartbeats), and with the objects loaded at start-up frozen out of the garbage
-collector's reach, as an ASGI one runs (core.long_lived): what the freeze would save a heartbeat.
-Each part's count is the mean of `--beats` calls; what the measurement itself costs
+The parts: the whole request through the WSGI application as gunicorn calls it (a pooled connection
+taken and handed back, middleware, DRF, the parts below, the response; not gunicorn's own parsing
+of HTTP), the URL resolution, the agent key's lookup (the node's row), the body's JSON parse and
+check, and the liveness service's write. Counted twice by default: as a WSGI hub process runs
+(which is what serves heartbeats), and with the objects loaded at start-up frozen out of the
+garbage collector's reach, as an ASGI one runs (core.long_lived): what the freeze would save a
+heartbeat. Each part's count is the mean of `--beats` calls; what the measurement itself costs
 (callgrind_control's dump) is subtracted.
 
 Needs `valgrind` (Debian's package) on PATH; the process runs some fifty times slower under it,
@@ -28,11 +28,12 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from wsgiref.util import setup_testing_defaults
 
 from bench import common
 
-PARTS = ("request", "URL resolution", "agent key lookup", "body check", "liveness write")
-_DUMP = re.compile(r"^desc: Trigger: (?:Client Request: )?dump (\S+)|^summary: (\d+)", re.M)
+PARTS = ("request", "URL resolution", "agent key lookup", "body parse and check", "liveness write")
+_DUMP = re.compile(r"^desc: Trigger: dump (\S+)|^summary: (\d+)", re.M)
 
 
 def _dump(label: str) -> None:
@@ -71,22 +72,11 @@ def _child(beats: int, frozen: bool) -> None:
         environ = {
             "REQUEST_METHOD": "POST",
             "PATH_INFO": "/api/v1/agent/heartbeat",
-            "QUERY_STRING": "",
-            "SERVER_NAME": "127.0.0.1",
-            "SERVER_PORT": "8000",
-            "SERVER_PROTOCOL": "HTTP/1.1",
-            "REMOTE_ADDR": "127.0.0.1",
-            "HTTP_HOST": "127.0.0.1:8000",
             "HTTP_AUTHORIZATION": f"Bearer {keys[0]}",
             "CONTENT_TYPE": "application/json",
             "CONTENT_LENGTH": str(len(raw)),
-            "wsgi.version": (1, 0),
-            "wsgi.url_scheme": "http",
-            "wsgi.errors": sys.stderr,
-            "wsgi.multithread": True,
-            "wsgi.multiprocess": True,
-            "wsgi.run_once": False,
         }
+        setup_testing_defaults(environ)  # the rest of what a WSGI server sets
 
         def request() -> None:
             # The WSGI application as gunicorn calls it: the request's signals (the database
@@ -105,7 +95,7 @@ def _child(beats: int, frozen: bool) -> None:
             "request": request,
             "URL resolution": lambda: resolve("/api/v1/agent/heartbeat"),
             "agent key lookup": lambda: resolve_agent_key(keys[0]),
-            "body check": lambda: model_validated(Heartbeat, json.loads(raw)),
+            "body parse and check": lambda: model_validated(Heartbeat, json.loads(raw)),
             "liveness write": lambda: node_heartbeat(node=node, **beat),
             "nothing": lambda: None,  # the dump's own cost, subtracted from each part
         }

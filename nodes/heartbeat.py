@@ -1,11 +1,11 @@
 """The heartbeat's body, declared as a pydantic model rather than a DRF serializer.
 
 Every node sends one every 30 s, idle or not, so checking it is a fixed cost on each node a hub
-serves, and the number of idle nodes one hub serves (docs/benchmarks.md) is bounded by its CPU
-per beat. DRF checks a body field by field in Python: for this one, a status, a load and a GPU's
-readings, some twenty fields, that was about half a million instructions, an eighth of the
-whole request; pydantic's compiled core checks the same declaration in about a tenth of that
-(`bench.instructions`, "body check"). The other bodies stay serializers: none is sent as often.
+serves, and how many idle nodes one hub serves is bounded by its CPU per beat. DRF checks a body
+field by field in interpreted Python, and this body has some twenty fields (a status, a load, a
+GPU's readings): that check was the largest part of an idle beat's work. pydantic checks the
+same declaration in its compiled core, for a small fraction of that. The other bodies stay
+serializers: none is sent as often.
 
 What the check means is DRF's, so that an agent sees one API: unknown keys are dropped, text is
 trimmed and may not be blank, numbers may come as numeric strings, NaN and infinities are refused;

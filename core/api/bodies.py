@@ -1,8 +1,8 @@
 """Request bodies checked by a serializer made once per process, or by a pydantic model.
 
 DRF deep-copies every declared field of a serializer, nested serializers included, each time one
-is made; for the small bodies every agent sends many times a minute (a heartbeat carries a nested
-load and a list of GPUs) that copy costs several times the checking itself. The serializer stays
+is made; for the small bodies every agent sends many times a minute (a completion carries a list
+of artifacts) that copy costs several times the checking itself. The serializer stays
 the one declaration of the body (its checks, its error messages, its OpenAPI schema); only the
 instance is kept. `run_validation` keeps no state on the serializer, so one instance serves every
 thread. Only for serializers that read no context (no request in them).
@@ -45,9 +45,9 @@ def _field_name(loc: tuple[int | str, ...]) -> str:
     return name or api_settings.NON_FIELD_ERRORS_KEY
 
 
-def _message(error: Any, data: Any) -> str:
-    if not error["loc"] and error["type"] == "model_type":
-        return f"Invalid data. Expected a dictionary, but got {type(data).__name__}."
+def _message(error: Any) -> str:
+    if error["type"] == "model_type":  # in DRF's words, not naming the model's class
+        return f"Invalid data. Expected a dictionary, but got {type(error['input']).__name__}."
     if error["type"] == "value_error":  # a validator's own words, without pydantic's prefix
         return str(error["ctx"]["error"])
     return error["msg"] + "."
@@ -61,5 +61,5 @@ def model_validated(model: type[pydantic.BaseModel], data: Any) -> dict[str, Any
     except pydantic.ValidationError as exc:
         detail: dict[str, list[str]] = {}
         for error in exc.errors(include_url=False):
-            detail.setdefault(_field_name(error["loc"]), []).append(_message(error, data))
+            detail.setdefault(_field_name(error["loc"]), []).append(_message(error))
         raise ValidationError(detail) from None

@@ -185,5 +185,5 @@ def test_the_instruction_count_runs_and_reports():
     _run(
         "instructions",
         ["--beats", "3"],
-        ["thousand instructions (as a WSGI hub)", "  body check ", "frozen ÷ not"],
+        ["thousand instructions (as a WSGI hub)", "  body parse and check ", "frozen ÷ not"],
     )
