@@ -124,3 +124,9 @@ def test_defaults_are_not_shared_between_bodies():
     first["load"]["models_loaded"].append("changed")
     second = model_validated(Heartbeat, {"status": "available"})
     assert second["leases"] == [] and second["load"]["models_loaded"] == []
+
+
+def test_a_nested_part_that_is_not_an_object_is_named_in_drfs_words():
+    got = errors({"status": "available", "load": [1, 2], "gpus": ["warm"]})
+    assert got["load"] == ["Invalid data. Expected a dictionary, but got list."]
+    assert got["gpus[0]"] == ["Invalid data. Expected a dictionary, but got str."]
